@@ -1,0 +1,136 @@
+//! Typed configuration from flags and environment variables (`TENANTPLANE_*`, `DATABASE_URL`).
+
+use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr};
+
+/// A value that never shows in `Debug` or `Display` output (passwords, keys, URLs with credentials).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    /// Wraps a secret value.
+    pub fn new(value: T) -> Self {
+        Self(value)
+    }
+
+    /// The secret value; call only where it is used, never to log it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl<T> fmt::Display for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl FromStr for Secret<String> {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_string()))
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable, coloured when on a terminal.
+    #[default]
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Settings shared by every subcommand.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// Log format; the level comes from `RUST_LOG` (default `info`).
+    #[arg(long, env = "TENANTPLANE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    pub log_format: LogFormat,
+}
+
+/// Settings of `tenantplane serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address the HTTP API listens on.
+    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// PostgreSQL URL. When unset, `serve` starts a local PostgreSQL in `--local-dir`.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<Secret<String>>,
+    /// Directory of the local PostgreSQL started when `DATABASE_URL` is unset (kept across runs).
+    #[arg(long, env = "TENANTPLANE_LOCAL_DIR", default_value_os_t = default_local_dir())]
+    pub local_dir: PathBuf,
+    /// Maximum PostgreSQL connections in the pool.
+    #[arg(long, env = "TENANTPLANE_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    pub db_max_connections: u32,
+}
+
+/// `$TMPDIR/tenantplane-local`: readable by the `postgres` user when we run as root.
+pub fn default_local_dir() -> PathBuf {
+    std::env::temp_dir().join("tenantplane-local")
+}
+
+impl ServeArgs {
+    /// Checks settings that clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(url) = &self.database_url
+            && !url.expose().is_empty()
+            && !(url.expose().starts_with("postgres://") || url.expose().starts_with("postgresql://"))
+        {
+            return Err("DATABASE_URL must start with postgres:// or postgresql://".into());
+        }
+        if self.db_max_connections == 0 {
+            return Err("TENANTPLANE_DB_MAX_CONNECTIONS must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Probe {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn debug_output_redacts_the_database_password() {
+        let probe = Probe::parse_from(["x", "--database-url", "postgres://app:hunter2@db:5432/tp"]);
+        let debug = format!("{probe:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("Secret(<redacted>)"), "{debug}");
+        assert_eq!(
+            probe.serve.database_url.unwrap().expose(),
+            "postgres://app:hunter2@db:5432/tp"
+        );
+    }
+
+    #[test]
+    fn validate_rejects_a_non_postgres_url() {
+        let probe = Probe::parse_from(["x", "--database-url", "mysql://x@y/z"]);
+        assert_eq!(
+            probe.serve.validate(),
+            Err("DATABASE_URL must start with postgres:// or postgresql://".to_string())
+        );
+    }
+
+    #[test]
+    fn listen_defaults_to_loopback_8080() {
+        let probe = Probe::parse_from(["x"]);
+        assert_eq!(probe.serve.listen, "127.0.0.1:8080".parse().unwrap());
+        assert!(probe.serve.database_url.is_none() || std::env::var("DATABASE_URL").is_ok());
+    }
+}

@@ -1,0 +1,3 @@
+//! Kubernetes-facing types: the Kamaji-compatible custom resources.
+
+pub mod crd;

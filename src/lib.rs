@@ -1,0 +1,14 @@
+//! Tenantplane: control-plane-as-a-service in front of Kamaji-compatible `TenantControlPlane`s.
+//!
+//! The binary (`src/main.rs`) only dispatches to [`cli`]; everything lives here so that tests and
+//! every subcommand link the same code.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod k8s;
+pub mod localenv;
+pub mod telemetry;
+
+/// The crate version, as printed by `tenantplane version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

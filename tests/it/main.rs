@@ -1,0 +1,11 @@
+//! Integration tests on real parts: one binary, so the kube-apiserver starts once per run.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers panic on setup failures by design"
+)]
+
+mod crds;
+mod serve;
+mod smoke;
+mod support;

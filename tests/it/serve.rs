@@ -1,0 +1,126 @@
+//! `tenantplane` as a real process over real HTTP.
+
+use std::{process::Stdio, time::Duration};
+
+use tenantplane::localenv::{
+    self, ports,
+    process::{ChildProcess, Spec},
+};
+
+use crate::support::{self, eventually};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tenantplane");
+
+/// Starts `tenantplane serve` with the given environment; returns the process and its base URL.
+fn start_serve(env: &[(&str, String)]) -> (ChildProcess, String, ports::PortClaim) {
+    let port = ports::claim().unwrap();
+    let dir = localenv::scratch_dir("serve").unwrap();
+    let mut spec = Spec::new("tenantplane-serve", BIN)
+        .args(["serve"])
+        .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
+        .env("RUST_LOG", "info");
+    for (k, v) in env {
+        spec = spec.env(*k, v);
+    }
+    let child = ChildProcess::spawn(&spec, &dir.join("serve.log")).unwrap();
+    (child, format!("http://127.0.0.1:{}", port.port()), port)
+}
+
+async fn get(url: &str) -> Option<(u16, String, String)> {
+    localenv::install_crypto_provider();
+    let response = reqwest::get(url).await.ok()?;
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    Some((status, content_type, response.text().await.ok()?))
+}
+
+#[tokio::test]
+async fn serve_answers_healthz_and_readyz_over_http() {
+    let url = support::fresh_database("serve").await;
+    let (_child, base, _port) = start_serve(&[("DATABASE_URL", url)]);
+    let (status, _, body) = eventually("GET /healthz", Duration::from_secs(30), || {
+        get_owned(format!("{base}/healthz"))
+    })
+    .await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ok"}"#));
+    let (status, _, body) = get(&format!("{base}/readyz")).await.unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"checks":{"postgres":"ok"},"status":"ok"}"#)
+    );
+}
+
+async fn get_owned(url: String) -> Option<(u16, String, String)> {
+    get(&url).await
+}
+
+#[tokio::test]
+async fn readyz_is_a_503_problem_when_postgres_goes_away() {
+    // A dedicated PostgreSQL that this test stops.
+    let pg = localenv::postgres::LocalPostgres::start(localenv::scratch_dir("pg-stop").unwrap())
+        .await
+        .unwrap();
+    let (_child, base, _port) = start_serve(&[("DATABASE_URL", pg.url())]);
+    let (status, _, _) = eventually("GET /readyz", Duration::from_secs(30), || {
+        get_owned(format!("{base}/readyz"))
+    })
+    .await;
+    assert_eq!(status, 200);
+    drop(pg);
+    let (status, content_type, body) = eventually("readyz to fail", Duration::from_secs(30), || {
+        let url = format!("{base}/readyz");
+        async move { get(&url).await.filter(|(s, _, _)| *s != 200) }
+    })
+    .await;
+    assert_eq!(status, 503);
+    assert_eq!(content_type, "application/problem+json");
+    let problem: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["status"], 503);
+    assert_eq!(problem["title"], "Not ready");
+    assert!(
+        !body.contains("postgres://"),
+        "the problem leaks the database URL: {body}"
+    );
+}
+
+#[tokio::test]
+async fn serve_without_database_url_starts_its_own_postgres() {
+    let local_dir = localenv::scratch_dir("serve-local").unwrap();
+    let (_child, base, _port) = start_serve(&[
+        ("DATABASE_URL", String::new()),
+        ("TENANTPLANE_LOCAL_DIR", local_dir.display().to_string()),
+    ]);
+    let (status, _, body) = eventually(
+        "GET /readyz on the embedded PostgreSQL",
+        Duration::from_secs(120),
+        || get_owned(format!("{base}/readyz")),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, r#"{"checks":{"postgres":"ok"},"status":"ok"}"#)
+    );
+    assert!(
+        local_dir.join("data/PG_VERSION").exists(),
+        "no cluster was initialized in TENANTPLANE_LOCAL_DIR"
+    );
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = std::process::Command::new(BIN)
+        .arg("version")
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("tenantplane {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
