@@ -1,16 +1,19 @@
 //! Command-line entry point: `tenantplane <subcommand>`.
 
-use std::process::ExitCode;
+use std::{path::Path, process::ExitCode, sync::Arc};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, postgres::PgPoolOptions};
 
 use crate::{
     api,
-    config::{GlobalArgs, ServeArgs},
+    auth::{TokenSettings, keys::ServerKey},
+    config::{AuthArgs, DbArgs, GlobalArgs, ServeArgs},
+    domain::Role,
     localenv::postgres::LocalPostgres,
-    telemetry,
+    service::{self, Ctx},
+    store, telemetry,
 };
 
 /// Tenantplane: control-plane-as-a-service for Kamaji-compatible tenant control planes.
@@ -28,23 +31,68 @@ pub struct Cli {
 pub enum Command {
     /// Print the version.
     Version,
-    /// Serve the HTTP API (`/healthz`, `/readyz`).
+    /// Serve the HTTP API.
     Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate(DbArgs),
+    /// Mint tokens directly in the database (bootstrap).
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Write the CRD YAML of TenantControlPlane and DataStore.
     Crdgen(crate::k8s::crd::CrdgenArgs),
+    /// Print the OpenAPI document (as committed in schema/openapi.json).
+    Openapi,
+}
+
+/// `tenantplane token …`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Mint a token and print it.
+    Mint(TokenMintArgs),
+}
+
+/// `tenantplane token mint`.
+#[derive(Debug, clap::Args)]
+pub struct TokenMintArgs {
+    /// Mint a platform-admin token (the first token of a fresh installation).
+    #[arg(long, conflicts_with = "tenant")]
+    pub platform_admin: bool,
+    /// Tenant slug, for a tenant token.
+    #[arg(long, required_unless_present = "platform_admin")]
+    pub tenant: Option<String>,
+    /// Role of a tenant token.
+    #[arg(long, default_value = "tenant-admin")]
+    pub role: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 86400)]
+    pub ttl_seconds: i64,
+    /// Description (becomes `sub`).
+    #[arg(long, default_value = "bootstrap")]
+    pub description: String,
+    #[command(flatten)]
+    db: DbArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 impl Cli {
     /// Runs the chosen subcommand and maps errors to a non-zero exit code.
     pub async fn run(self) -> ExitCode {
         telemetry::init(self.global.log_format);
+        crate::localenv::install_crypto_provider();
         let result = match self.command {
             Command::Version => {
                 println!("tenantplane {}", crate::VERSION);
                 Ok(())
             }
             Command::Serve(args) => serve(args).await,
+            Command::Migrate(args) => migrate(args).await,
+            Command::Token(TokenCommand::Mint(args)) => mint(args).await,
             Command::Crdgen(args) => args.run(),
+            Command::Openapi => {
+                print!("{}", api::openapi_json());
+                Ok(())
+            }
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -57,45 +105,170 @@ impl Cli {
     }
 }
 
-/// `tenantplane serve`: connects to PostgreSQL (starting a local one when `DATABASE_URL` is unset) and serves HTTP.
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    args.validate().map_err(anyhow::Error::msg)?;
-    let mut _local_pg = None;
-    let database_url = match args.database_url.as_ref().filter(|url| !url.expose().is_empty()) {
-        Some(url) => url.expose().clone(),
-        None => {
-            tracing::info!(dir = %args.local_dir.display(), "DATABASE_URL is unset: starting a local PostgreSQL");
-            let pg = LocalPostgres::start(args.local_dir.clone())
+const LOCAL_URL_FILE: &str = "database-url";
+const LOCAL_KEY_FILE: &str = "encryption.key";
+
+/// Connects to PostgreSQL; without `DATABASE_URL`, reuses or starts the local PostgreSQL in `--local-dir`.
+async fn connect(db: &DbArgs) -> anyhow::Result<(PgPool, Option<LocalPostgres>)> {
+    db.validate().map_err(anyhow::Error::msg)?;
+    let options = PgPoolOptions::new()
+        .max_connections(db.db_max_connections)
+        .acquire_timeout(std::time::Duration::from_secs(5));
+    if let Some(url) = db.database_url.as_ref().filter(|u| !u.expose().is_empty()) {
+        return Ok((
+            options
+                .connect(url.expose())
                 .await
-                .context("start the local PostgreSQL")?;
-            let url = pg.url();
-            tracing::info!(port = pg.port(), "local PostgreSQL is ready");
-            _local_pg = Some(pg);
-            url
-        }
-    };
-    let db = PgPoolOptions::new()
-        .max_connections(args.db_max_connections)
-        .acquire_timeout(std::time::Duration::from_secs(5))
-        .connect(&database_url)
+                .context("connect to PostgreSQL")?,
+            None,
+        ));
+    }
+    // A local PostgreSQL another tenantplane process already runs?
+    if let Ok(url) = std::fs::read_to_string(db.local_dir.join(LOCAL_URL_FILE))
+        && let Ok(pool) = options.clone().connect(url.trim()).await
+    {
+        return Ok((pool, None));
+    }
+    tracing::info!(dir = %db.local_dir.display(), "DATABASE_URL is unset: starting a local PostgreSQL");
+    let pg = LocalPostgres::start(db.local_dir.clone())
         .await
-        .context("connect to PostgreSQL")?;
+        .context("start the local PostgreSQL")?;
+    std::fs::write(db.local_dir.join(LOCAL_URL_FILE), pg.url())?;
+    tracing::info!(port = pg.port(), "local PostgreSQL is ready");
+    Ok((
+        options
+            .connect(&pg.url())
+            .await
+            .context("connect to the local PostgreSQL")?,
+        Some(pg),
+    ))
+}
+
+/// The server key: from config, or (local runs only) generated once into `--local-dir`.
+fn server_key(auth: &AuthArgs, db: &DbArgs) -> anyhow::Result<ServerKey> {
+    if let Some(key) = &auth.encryption_key {
+        return ServerKey::from_base64(key.expose()).map_err(anyhow::Error::msg);
+    }
+    if db.database_url.as_ref().is_some_and(|u| !u.expose().is_empty()) {
+        anyhow::bail!(
+            "TENANTPLANE_ENCRYPTION_KEY is required with DATABASE_URL (32 random bytes, base64; e.g. `openssl rand -base64 32`)"
+        );
+    }
+    let path = db.local_dir.join(LOCAL_KEY_FILE);
+    if !path.exists() {
+        write_private(&path, &ServerKey::generate_base64()?)?;
+    }
+    ServerKey::from_base64(&std::fs::read_to_string(&path)?).map_err(anyhow::Error::msg)
+}
+
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    std::io::Write::write_all(&mut file, content.as_bytes())?;
+    Ok(())
+}
+
+async fn migrate(db: DbArgs) -> anyhow::Result<()> {
+    let (pool, _local) = connect(&db).await?;
+    store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    println!("migrations applied");
+    Ok(())
+}
+
+fn ctx(
+    pool: PgPool,
+    auth: &AuthArgs,
+    db: &DbArgs,
+    versions: crate::domain::VersionRange,
+) -> anyhow::Result<Ctx> {
+    Ok(Ctx {
+        db: pool,
+        server_key: Arc::new(server_key(auth, db)?),
+        tokens: TokenSettings {
+            issuer: auth.issuer.clone(),
+            audience: auth.audience.clone(),
+        },
+        versions,
+    })
+}
+
+async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
+    let (pool, _local) = connect(&args.db).await?;
+    store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    let ctx = ctx(pool, &args.auth, &args.db, Default::default())?;
+    let (tenant, role) = if args.platform_admin {
+        (None, Role::PlatformAdmin)
+    } else {
+        let slug = args.tenant.unwrap_or_default();
+        let tenant = store::tenants::by_slug(&ctx.db, &slug)
+            .await?
+            .with_context(|| format!("no tenant {slug:?}"))?;
+        (
+            Some(tenant.id),
+            args.role.parse::<Role>().map_err(anyhow::Error::msg)?,
+        )
+    };
+    let minted =
+        service::tokens::mint_unchecked(&ctx, tenant, role, args.ttl_seconds, &args.description, "cli")
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}: {e:?}"))?;
+    println!("{}", minted.token);
+    Ok(())
+}
+
+async fn kube_client(args: &ServeArgs) -> Option<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).ok()?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .ok()?
+        }
+        None => kube::Config::infer().await.ok()?,
+    };
+    kube::Client::try_from(config).ok()
+}
+
+/// `tenantplane serve`.
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (pool, local_pg) = connect(&args.db).await?;
+    if args.migrate {
+        store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    }
+    let ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("bind {}", args.listen))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "serving HTTP");
+    let state = api::AppState {
+        ctx,
+        kube: kube_client(&args).await,
+        metrics: Arc::new(api::metrics::Metrics::default()),
+        public_url: args
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}")),
+        max_body_bytes: args.max_body_bytes,
+    };
+    tracing::info!(%addr, management_cluster = state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
-    axum::serve(listener, api::router(api::AppState { db }))
+    axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     tracing::info!("stopped");
-    drop(_local_pg);
+    if local_pg.is_some() {
+        let _ = std::fs::remove_file(args.db.local_dir.join(LOCAL_URL_FILE));
+    }
+    drop(local_pg);
     Ok(())
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

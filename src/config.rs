@@ -56,12 +56,9 @@ pub struct GlobalArgs {
     pub log_format: LogFormat,
 }
 
-/// Settings of `tenantplane serve`.
+/// Database settings shared by `serve`, `migrate` and `token`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
-    /// Address the HTTP API listens on.
-    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+pub struct DbArgs {
     /// PostgreSQL URL. When unset, `serve` starts a local PostgreSQL in `--local-dir`.
     #[arg(long, env = "DATABASE_URL")]
     pub database_url: Option<Secret<String>>,
@@ -73,12 +70,57 @@ pub struct ServeArgs {
     pub db_max_connections: u32,
 }
 
+/// Token settings shared by `serve` and `token`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuthArgs {
+    /// `iss` of minted tokens and the only issuer accepted.
+    #[arg(long, env = "TENANTPLANE_ISSUER", default_value = "tenantplane")]
+    pub issuer: String,
+    /// `aud` of minted tokens and the only audience accepted.
+    #[arg(long, env = "TENANTPLANE_AUDIENCE", default_value = "tenantplane")]
+    pub audience: String,
+    /// Base64 32-byte key that seals signing keys at rest. Required with DATABASE_URL; a local run
+    /// generates one in `--local-dir`.
+    #[arg(long, env = "TENANTPLANE_ENCRYPTION_KEY")]
+    pub encryption_key: Option<Secret<String>>,
+}
+
+/// Settings of `tenantplane serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Address the HTTP API listens on.
+    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Public base URL (for OIDC discovery); default `http://<listen>`.
+    #[arg(long, env = "TENANTPLANE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Supported Kubernetes versions, `vX.Y-vX.Z`.
+    #[arg(long, env = "TENANTPLANE_KUBERNETES_VERSIONS", default_value = "v1.30-v1.34")]
+    pub kubernetes_versions: crate::domain::VersionRange,
+    /// Run database migrations at start (else run `tenantplane migrate`).
+    #[arg(long, env = "TENANTPLANE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate: bool,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "TENANTPLANE_MAX_BODY_BYTES", default_value_t = 65536)]
+    pub max_body_bytes: usize,
+    /// Path of a kubeconfig for the management cluster (kubeconfig downloads); default: in-cluster or
+    /// `KUBECONFIG` when available, else none.
+    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    /// Database settings.
+    pub db: DbArgs,
+    #[command(flatten)]
+    /// Token settings.
+    pub auth: AuthArgs,
+}
+
 /// `$TMPDIR/tenantplane-local`: readable by the `postgres` user when we run as root.
 pub fn default_local_dir() -> PathBuf {
     std::env::temp_dir().join("tenantplane-local")
 }
 
-impl ServeArgs {
+impl DbArgs {
     /// Checks settings that clap cannot.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(url) = &self.database_url
@@ -113,7 +155,7 @@ mod tests {
         assert!(!debug.contains("hunter2"), "{debug}");
         assert!(debug.contains("Secret(<redacted>)"), "{debug}");
         assert_eq!(
-            probe.serve.database_url.unwrap().expose(),
+            probe.serve.db.database_url.unwrap().expose(),
             "postgres://app:hunter2@db:5432/tp"
         );
     }
@@ -122,7 +164,7 @@ mod tests {
     fn validate_rejects_a_non_postgres_url() {
         let probe = Probe::parse_from(["x", "--database-url", "mysql://x@y/z"]);
         assert_eq!(
-            probe.serve.validate(),
+            probe.serve.db.validate(),
             Err("DATABASE_URL must start with postgres:// or postgresql://".to_string())
         );
     }
@@ -131,6 +173,6 @@ mod tests {
     fn listen_defaults_to_loopback_8080() {
         let probe = Probe::parse_from(["x"]);
         assert_eq!(probe.serve.listen, "127.0.0.1:8080".parse().unwrap());
-        assert!(probe.serve.database_url.is_none() || std::env::var("DATABASE_URL").is_ok());
+        assert_eq!(probe.serve.kubernetes_versions.to_string(), "v1.30-v1.34");
     }
 }

@@ -8,7 +8,11 @@ pub mod cli;
 pub mod config;
 pub mod k8s;
 pub mod localenv;
+pub mod service;
 pub mod telemetry;
 
 /// The crate version, as printed by `tenantplane version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub mod auth;
+pub mod domain;
+pub mod store;

@@ -1,31 +1,142 @@
-//! HTTP surfaces. For now: liveness and readiness probes.
+//! HTTP surfaces: the REST API under `/api/v1` (with its OpenAPI document), probes, metrics and the
+//! JWKS / OIDC discovery documents.
 
-use std::time::Duration;
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod rest;
+
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     Json, Router,
-    extract::State,
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
+    extract::{DefaultBodyLimit, State},
+    http::{HeaderName, StatusCode, header},
+    response::{Html, IntoResponse, Response},
     routing::get,
 };
 use serde_json::json;
-use sqlx::PgPool;
-use tower_http::trace::TraceLayer;
+use tower_http::{
+    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    trace::TraceLayer,
+};
+use utoipa::{
+    Modify, OpenApi,
+    openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
+};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use crate::service::Ctx;
 
 /// State shared by every handler; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AppState {
-    /// The PostgreSQL pool.
-    pub db: PgPool,
+    /// Use-case context (database, keys, settings).
+    pub ctx: Ctx,
+    /// Management-cluster client, when one is configured (kubeconfig downloads).
+    pub kube: Option<kube::Client>,
+    /// HTTP metrics.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Public base URL (OIDC discovery).
+    pub public_url: String,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("ctx", &self.ctx)
+            .field("kube", &self.kube.is_some())
+            .field("public_url", &self.public_url)
+            .finish()
+    }
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The OpenAPI document's static parts.
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(title = "Tenantplane API", description = "Self-service control planes for Kamaji-compatible tenant clusters. Errors are RFC 9457 problem documents."),
+    servers((url = "/api/v1")),
+    modifiers(&BearerAuth),
+    components(schemas(error::Problem)),
+    tags((name = "tenants"), (name = "tokens"), (name = "control-planes"), (name = "datastores"), (name = "auth"))
+)]
+pub struct ApiDoc;
+
+/// The `/api/v1` routes and the OpenAPI document describing exactly them.
+pub fn api_v1() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(rest::viewer))
+        .routes(routes!(rest::create_tenant, rest::list_tenants))
+        .routes(routes!(rest::get_tenant))
+        .routes(routes!(rest::mint_token, rest::list_tokens))
+        .routes(routes!(rest::revoke_token))
+        .routes(routes!(rest::rotate_signing_key))
+        .routes(routes!(rest::create_control_plane, rest::list_control_planes))
+        .routes(routes!(
+            rest::get_control_plane,
+            rest::update_control_plane,
+            rest::delete_control_plane
+        ))
+        .routes(routes!(rest::kubeconfig))
+        .routes(routes!(rest::get_operation))
+        .routes(routes!(rest::create_pool, rest::list_pools))
+        .routes(routes!(rest::get_pool))
+        .routes(routes!(rest::create_datastore, rest::list_datastores))
+        .routes(routes!(rest::get_datastore))
+        .routes(routes!(rest::cordon_datastore))
+        .routes(routes!(rest::uncordon_datastore))
+        .split_for_parts()
+}
+
+/// The OpenAPI document as committed in `schema/openapi.json`.
+pub fn openapi_json() -> String {
+    let (_, doc) = api_v1();
+    doc.to_pretty_json().unwrap_or_default() + "\n"
 }
 
 /// The full HTTP router.
 pub fn router(state: AppState) -> Router {
+    let (api, doc) = api_v1();
+    let doc = Arc::new(doc);
+    let request_id = HeaderName::from_static("x-request-id");
+    let metrics = state.metrics.clone();
     Router::new()
+        .nest("/api/v1", api)
+        .route("/api/v1/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
+        .route("/docs", get(docs))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .layer(TraceLayer::new_for_http())
+        .route("/metrics", get(metrics_text))
+        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/openid-configuration", get(openid_configuration))
+        .fallback(|| async { error::ApiError::new(StatusCode::NOT_FOUND, "not-found", "Not found", "no such route") })
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+            let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request.id = %id, tenant.id = tracing::field::Empty)
+        }))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(state)
 }
 
@@ -38,23 +149,70 @@ async fn healthz() -> Json<serde_json::Value> {
 async fn readyz(State(state): State<AppState>) -> Response {
     let check = tokio::time::timeout(
         Duration::from_secs(2),
-        sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.db),
+        sqlx::query_scalar!("select 1 as one").fetch_one(&state.ctx.db),
     )
     .await;
     match check {
-        Ok(Ok(1)) => Json(json!({"status": "ok", "checks": {"postgres": "ok"}})).into_response(),
-        other => {
-            let detail = match other {
-                Err(_) => "PostgreSQL did not answer within 2s".to_string(),
-                Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "readiness check failed");
-                    "PostgreSQL is unreachable".to_string()
-                }
-                Ok(Ok(n)) => format!("PostgreSQL answered {n} to SELECT 1"),
-            };
-            problem(StatusCode::SERVICE_UNAVAILABLE, "Not ready", &detail)
+        Ok(Ok(Some(1))) => Json(json!({"status": "ok", "checks": {"postgres": "ok"}})).into_response(),
+        Err(_) => problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not ready",
+            "PostgreSQL did not answer within 2s",
+        ),
+        Ok(other) => {
+            if let Err(err) = other {
+                tracing::warn!(error = %err, "readiness check failed");
+            }
+            problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Not ready",
+                "PostgreSQL is unreachable",
+            )
         }
     }
+}
+
+/// Prometheus metrics.
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+/// The public keys of every tenant and of the platform.
+async fn jwks(State(state): State<AppState>) -> Response {
+    match crate::auth::keys::jwks(&state.ctx.db).await {
+        Ok(keys) => Json(json!({"keys": keys})).into_response(),
+        Err(e) => error::ApiError::internal(&e.to_string()).into_response(),
+    }
+}
+
+/// OIDC discovery for the built-in issuer.
+async fn openid_configuration(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(json!({
+        "issuer": state.ctx.tokens.issuer,
+        "jwks_uri": format!("{}/.well-known/jwks.json", state.public_url.trim_end_matches('/')),
+        "id_token_signing_alg_values_supported": ["EdDSA"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "response_types_supported": ["token"],
+        "subject_types_supported": ["public"],
+        "claims_supported": ["iss", "aud", "sub", "jti", "tid", "role", "iat", "nbf", "exp"]
+    }))
+}
+
+/// A Swagger UI page for the OpenAPI document (assets load from the unpkg CDN in the browser).
+async fn docs() -> Html<&'static str> {
+    Html(concat!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Tenantplane API</title>",
+        "<link rel=\"stylesheet\" href=\"https://unpkg.com/swagger-ui-dist@5/swagger-ui.css\"></head><body>",
+        "<div id=\"ui\"></div><script src=\"https://unpkg.com/swagger-ui-dist@5/swagger-ui-bundle.js\"></script>",
+        "<script>SwaggerUIBundle({url: '/api/v1/openapi.json', dom_id: '#ui'});</script></body></html>"
+    ))
 }
 
 /// An RFC 9457 `application/problem+json` response.

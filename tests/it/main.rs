@@ -5,6 +5,7 @@
     reason = "test helpers panic on setup failures by design"
 )]
 
+mod api;
 mod crds;
 mod serve;
 mod smoke;

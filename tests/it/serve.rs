@@ -18,7 +18,8 @@ fn start_serve(env: &[(&str, String)]) -> (ChildProcess, String, ports::PortClai
     let mut spec = Spec::new("tenantplane-serve", BIN)
         .args(["serve"])
         .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
-        .env("RUST_LOG", "info");
+        .env("RUST_LOG", "info")
+        .env("TENANTPLANE_ENCRYPTION_KEY", tenantplane::auth::keys::ServerKey::generate_base64().unwrap());
     for (k, v) in env {
         spec = spec.env(*k, v);
     }
@@ -123,4 +124,19 @@ fn version_prints_the_crate_version() {
         String::from_utf8(out.stdout).unwrap(),
         format!("tenantplane {}\n", env!("CARGO_PKG_VERSION"))
     );
+}
+
+#[tokio::test]
+async fn serve_refuses_to_start_without_an_encryption_key_on_a_real_database() {
+    let url = support::fresh_database("nokey").await;
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("DATABASE_URL", url)
+        .env_remove("TENANTPLANE_ENCRYPTION_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TENANTPLANE_ENCRYPTION_KEY is required with DATABASE_URL"), "{stderr}");
+    assert!(!stderr.contains("postgres://"), "the error leaks the database URL: {stderr}");
 }

@@ -88,7 +88,7 @@ pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
 
 static POSTGRES: OnceLock<Result<PgServer, String>> = OnceLock::new();
 
-/// The test PostgreSQL: the server at `DATABASE_URL` when set, else a local one.
+/// The test PostgreSQL: the server at `TENANTPLANE_TEST_DATABASE_URL` when set, else a local one.
 pub enum PgServer {
     External(String),
     Local(LocalPostgres),
@@ -106,7 +106,7 @@ impl PgServer {
 
 /// The shared PostgreSQL server, started on first use.
 pub fn postgres() -> &'static PgServer {
-    POSTGRES.get_or_init(|| match std::env::var("DATABASE_URL") {
+    POSTGRES.get_or_init(|| match std::env::var("TENANTPLANE_TEST_DATABASE_URL") {
         Ok(url) if !url.is_empty() => Ok(PgServer::External(url)),
         _ => start_blocking("PostgreSQL", || async {
             Ok(PgServer::Local(

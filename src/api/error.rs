@@ -1,0 +1,176 @@
+//! One error shape for every HTTP failure: RFC 9457 `application/problem+json`.
+
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+
+use crate::{auth::TokenError, domain::FieldError, service::ServiceError};
+
+/// A problem document.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// A URI naming the problem type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary.
+    pub title: String,
+    /// HTTP status.
+    pub status: u16,
+    /// What happened, for this request.
+    pub detail: String,
+    /// Invalid fields, when the input was at fault.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// The request id (also in `x-request-id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// An HTTP error.
+#[derive(Debug)]
+pub struct ApiError {
+    problem: Box<Problem>,
+    etag: Option<String>,
+    authenticate: bool,
+}
+
+impl ApiError {
+    /// A problem with `status`, a slug for its type, a title and a detail.
+    pub fn new(status: StatusCode, slug: &str, title: &str, detail: impl Into<String>) -> Self {
+        Self {
+            problem: Box::new(Problem {
+                type_: format!("https://tenantplane.dev/problems/{slug}"),
+                title: title.into(),
+                status: status.as_u16(),
+                detail: detail.into(),
+                errors: Vec::new(),
+                request_id: None,
+            }),
+            etag: None,
+            authenticate: false,
+        }
+    }
+
+    /// 422 with field errors.
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        let detail = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut err = Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-input",
+            "Invalid input",
+            detail,
+        );
+        err.problem.errors = errors;
+        err
+    }
+
+    /// 400: the body is not JSON.
+    pub fn malformed(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "malformed-json",
+            "Malformed JSON",
+            detail,
+        )
+    }
+
+    /// 401.
+    pub fn unauthorized(err: &TokenError) -> Self {
+        let mut e = Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Unauthorized",
+            err.to_string(),
+        );
+        e.authenticate = true;
+        e
+    }
+
+    /// 500: details are logged, never sent.
+    pub fn internal(detail: &str) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Internal error",
+            "an internal error occurred; quote the request id when reporting it",
+        )
+    }
+
+    /// Sets the request id.
+    pub fn with_request_id(mut self, id: Option<String>) -> Self {
+        self.problem.request_id = id;
+        self
+    }
+
+    /// The status.
+    pub fn status(&self) -> u16 {
+        self.problem.status
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::Invalid(errors) => ApiError::invalid(errors),
+            ServiceError::NotFound(what) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not-found",
+                "Not found",
+                format!("{what} not found"),
+            ),
+            ServiceError::Forbidden(detail) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", "Forbidden", detail)
+            }
+            ServiceError::Conflict(detail) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
+            }
+            ServiceError::PreconditionFailed(etag) => {
+                let mut e = ApiError::new(
+                    StatusCode::PRECONDITION_FAILED,
+                    "precondition-failed",
+                    "Precondition failed",
+                    format!("If-Match does not match the current ETag {etag}: fetch the resource and retry"),
+                );
+                e.etag = Some(etag);
+                e
+            }
+            ServiceError::NotReady(detail) => {
+                ApiError::new(StatusCode::CONFLICT, "not-ready", "Not ready yet", detail)
+            }
+            ServiceError::Internal(detail) => ApiError::internal(&detail),
+        }
+    }
+}
+
+impl From<TokenError> for ApiError {
+    fn from(err: TokenError) -> Self {
+        ApiError::unauthorized(&err)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_string(&self.problem).unwrap_or_default();
+        let mut response =
+            (status, [(header::CONTENT_TYPE, "application/problem+json")], body).into_response();
+        if let Some(etag) = self.etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
+            response.headers_mut().insert(header::ETAG, etag);
+        }
+        if self.authenticate {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer error=\"invalid_token\""),
+            );
+        }
+        response
+    }
+}

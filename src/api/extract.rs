@@ -1,0 +1,152 @@
+//! Extractors that turn bad requests into problems: JSON bodies, bearer tokens, request ids.
+
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, FromRequestParts, Request},
+    http::{StatusCode, header, request::Parts},
+};
+use serde::de::DeserializeOwned;
+
+use super::{AppState, error::ApiError};
+use crate::{
+    auth::{Principal, TokenError},
+    domain::FieldError,
+    service,
+};
+
+/// A JSON body: 400 when malformed, 422 naming the field for unknown fields or wrong types, 413 when too
+/// large, 415 without a JSON content type. Keeps the SHA-256 of the raw body for `Idempotency-Key`.
+#[derive(Debug)]
+pub struct JsonBody<T> {
+    /// The value.
+    pub value: T,
+    /// SHA-256 of the raw bytes.
+    pub hash: Vec<u8>,
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/json") || ct.ends_with("+json"));
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                "Unsupported media type",
+                "send the body as application/json",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload-too-large",
+                    "Payload too large",
+                    "the request body exceeds the size limit",
+                )
+            } else {
+                ApiError::malformed(rejection.body_text())
+            }
+        })?;
+        let hash = ring::digest::digest(&ring::digest::SHA256, &bytes)
+            .as_ref()
+            .to_vec();
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                ApiError::malformed(format!("the body is not valid JSON: {inner}"))
+            } else {
+                let field = if path == "." { String::new() } else { path };
+                let message = inner.to_string();
+                let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+                ApiError::invalid(vec![FieldError::new(field, message)])
+            }
+        })?;
+        de.end()
+            .map_err(|e| ApiError::malformed(format!("trailing data after the JSON body: {e}")))?;
+        Ok(Self { value, hash })
+    }
+}
+
+/// The authenticated caller (401 otherwise).
+#[derive(Debug, Clone)]
+pub struct Auth(pub Principal);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
+        let text = value
+            .to_str()
+            .map_err(|_| ApiError::unauthorized(&TokenError::Malformed))?;
+        let token = text
+            .strip_prefix("Bearer ")
+            .or_else(|| text.strip_prefix("bearer "))
+            .ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?
+            .trim();
+        let principal = service::tokens::authenticate(&state.ctx, token)
+            .await
+            .map_err(|e| ApiError::unauthorized(&e))?;
+        tracing::Span::current().record(
+            "tenant.id",
+            tracing::field::display(principal.tenant_id.map(|t| t.to_string()).unwrap_or_default()),
+        );
+        Ok(Auth(principal))
+    }
+}
+
+/// The request id set by the request-id layer.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(RequestId(
+            parts
+                .headers
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        ))
+    }
+}
+
+/// The `Idempotency-Key` header, if any (1–255 visible ASCII characters).
+#[derive(Debug, Clone)]
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match parts.headers.get("idempotency-key") {
+            None => Ok(IdempotencyKey(None)),
+            Some(v) => {
+                let key = v
+                    .to_str()
+                    .ok()
+                    .filter(|k| !k.is_empty() && k.len() <= 255)
+                    .ok_or_else(|| {
+                        ApiError::invalid(vec![FieldError::new(
+                            "Idempotency-Key",
+                            "must be 1 to 255 visible ASCII characters",
+                        )])
+                    })?;
+                Ok(IdempotencyKey(Some(key.to_string())))
+            }
+        }
+    }
+}

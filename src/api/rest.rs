@@ -1,0 +1,591 @@
+//! REST handlers under `/api/v1`: thin wrappers over `crate::service`.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use sqlx::PgConnection;
+use utoipa::IntoParams;
+
+use super::{
+    AppState,
+    error::{ApiError, Problem},
+    extract::{Auth, IdempotencyKey, JsonBody, RequestId},
+};
+use crate::{
+    domain::FieldError,
+    service::{
+        self, ServiceError,
+        control_planes::ListFilter,
+        model::{
+            Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreatePool,
+            CreateTenant, DataStore, MintToken, MintedToken, Operation, Pool, Tenant, Token,
+            UpdateControlPlane, Viewer,
+        },
+    },
+    store::idempotency::{self, Claim},
+};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Runs a write in one transaction; with an `Idempotency-Key`, the first response is stored in the same
+/// transaction and replayed for the same body, while another body gets 422.
+async fn idempotent<T: serde::Serialize>(
+    state: &AppState,
+    auth: &Auth,
+    route: &str,
+    key: IdempotencyKey,
+    hash: &[u8],
+    status: StatusCode,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, ServiceError>,
+) -> ApiResult<(StatusCode, serde_json::Value)> {
+    let mut tx = state
+        .ctx
+        .db
+        .begin()
+        .await
+        .map_err(|e| ApiError::internal(&e.to_string()))?;
+    let scope = format!(
+        "{}:{route}",
+        auth.0
+            .tenant_id
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "platform".into())
+    );
+    if let Some(key) = &key.0 {
+        match idempotency::claim(&mut tx, &scope, key, hash)
+            .await
+            .map_err(|e| ApiError::internal(&e.to_string()))?
+        {
+            Claim::Claimed => {}
+            Claim::Completed {
+                request_hash,
+                status,
+                body,
+            } => {
+                if request_hash != hash {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "idempotency-key-reused",
+                        "Idempotency-Key reused",
+                        "this Idempotency-Key was used with a different request body; use a new key",
+                    ));
+                }
+                return Ok((StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body));
+            }
+        }
+    }
+    let result = work(&mut tx).await?;
+    let body = serde_json::to_value(&result).map_err(|e| ApiError::internal(&e.to_string()))?;
+    if let Some(key) = &key.0 {
+        idempotency::complete(&mut tx, &scope, key, status.as_u16(), &body)
+            .await
+            .map_err(|e| ApiError::internal(&e.to_string()))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| ApiError::internal(&e.to_string()))?;
+    Ok((status, body))
+}
+
+fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) -> Response {
+    let mut headers = HeaderMap::new();
+    if let Some(op) = body.pointer("/operation/id").and_then(|v| v.as_str())
+        && let Ok(v) = HeaderValue::from_str(&format!("/api/v1/tenants/{tenant}/operations/{op}"))
+    {
+        headers.insert(header::LOCATION, v);
+    }
+    if let Some(g) = body.pointer("/controlPlane/generation").and_then(|v| v.as_i64())
+        && let Ok(v) = HeaderValue::from_str(&format!("\"{g}\""))
+    {
+        headers.insert(header::ETAG, v);
+    }
+    (status, headers, Json(body)).into_response()
+}
+
+fn with_request_id<T>(result: Result<T, ServiceError>, request_id: &RequestId) -> ApiResult<T> {
+    result.map_err(|e| ApiError::from(e).with_request_id(request_id.0.clone()))
+}
+
+/// The caller's identity.
+#[utoipa::path(get, path = "/viewer", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, description = "OK", body = Viewer), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem)))]
+pub async fn viewer(State(state): State<AppState>, auth: Auth) -> ApiResult<Json<Viewer>> {
+    let tenant = match auth.0.tenant_id {
+        Some(id) => sqlx::query_scalar!("select slug from tenants where id = $1", id)
+            .fetch_optional(&state.ctx.db)
+            .await
+            .map_err(|e| ApiError::internal(&e.to_string()))?,
+        None => None,
+    };
+    Ok(Json(Viewer {
+        token_id: auth.0.jti,
+        tenant,
+        role: auth.0.role,
+        expires_at: auth.0.expires_at,
+    }))
+}
+
+/// Creates a tenant (platform admin).
+#[utoipa::path(post, path = "/tenants", tag = "tenants", security(("bearer" = [])), request_body = CreateTenant,
+    responses((status = 201, description = "Created", body = Tenant), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+              (status = 409, description = "Conflicts with the current state", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn create_tenant(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    key: IdempotencyKey,
+    body: JsonBody<CreateTenant>,
+) -> ApiResult<Response> {
+    let (status, value) = idempotent(
+        &state,
+        &auth,
+        "POST /tenants",
+        key,
+        &body.hash,
+        StatusCode::CREATED,
+        async |_tx| service::tenants::create(&state.ctx, &auth.0, body.value, rid.0.as_deref()).await,
+    )
+    .await
+    .map_err(|e| e.with_request_id(rid.0.clone()))?;
+    Ok((status, Json(value)).into_response())
+}
+
+/// Every tenant (platform admin).
+#[utoipa::path(get, path = "/tenants", tag = "tenants", security(("bearer" = [])),
+    responses((status = 200, description = "OK", body = [Tenant]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+pub async fn list_tenants(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+) -> ApiResult<Json<Vec<Tenant>>> {
+    with_request_id(service::tenants::list(&state.ctx, &auth.0).await, &rid).map(Json)
+}
+
+/// One tenant.
+#[utoipa::path(get, path = "/tenants/{tenant}", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = Tenant), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_tenant(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<Tenant>> {
+    with_request_id(service::tenants::get(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
+}
+
+/// Mints a token in the tenant (tenant admin). The JWT is shown only in this response.
+#[utoipa::path(post, path = "/tenants/{tenant}/tokens", tag = "tokens", security(("bearer" = [])), request_body = MintToken,
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 201, description = "Created", body = MintedToken), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+              (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn mint_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    body: JsonBody<MintToken>,
+) -> ApiResult<(StatusCode, Json<MintedToken>)> {
+    let minted = with_request_id(
+        service::tokens::mint(&state.ctx, &auth.0, &tenant, body.value, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok((StatusCode::CREATED, Json(minted)))
+}
+
+/// The tenant's tokens (tenant admin).
+#[utoipa::path(get, path = "/tenants/{tenant}/tokens", tag = "tokens", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = [Token]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn list_tokens(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<Vec<Token>>> {
+    with_request_id(service::tokens::list(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
+}
+
+/// Revokes a token (tenant admin); effective on its next request.
+#[utoipa::path(delete, path = "/tenants/{tenant}/tokens/{token}", tag = "tokens", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("token" = String, Path, description = "Token id (jti)")),
+    responses((status = 200, description = "OK", body = Token), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, token)): Path<(String, String)>,
+) -> ApiResult<Json<Token>> {
+    with_request_id(
+        service::tokens::revoke(&state.ctx, &auth.0, &tenant, &token, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Rotates the tenant's signing key (tenant admin); old tokens stay valid until they expire.
+#[utoipa::path(post, path = "/tenants/{tenant}/signing-keys/rotate", tag = "tokens", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "The new key id", body = Object), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn rotate_signing_key(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let kid = with_request_id(
+        service::tokens::rotate_signing_key(&state.ctx, &auth.0, &tenant, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok(Json(serde_json::json!({ "kid": kid })))
+}
+
+/// Requests a control plane (tenant member): 202 with the operation that creates it.
+#[utoipa::path(post, path = "/tenants/{tenant}/control-planes", tag = "control-planes", security(("bearer" = [])),
+    request_body = CreateControlPlane,
+    params(("tenant" = String, Path, description = "Tenant slug"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response for the same body")),
+    responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+              (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 413, description = "The body is too large", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn create_control_plane(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    key: IdempotencyKey,
+    Path(tenant): Path<String>,
+    body: JsonBody<CreateControlPlane>,
+) -> ApiResult<Response> {
+    let route = format!("POST /tenants/{tenant}/control-planes");
+    let (status, value) = idempotent(
+        &state,
+        &auth,
+        &route,
+        key,
+        &body.hash,
+        StatusCode::ACCEPTED,
+        async |tx| {
+            service::control_planes::create(&state.ctx, tx, &auth.0, &tenant, body.value, rid.0.as_deref())
+                .await
+        },
+    )
+    .await
+    .map_err(|e| e.with_request_id(rid.0.clone()))?;
+    Ok(accepted_response(&tenant, status, value))
+}
+
+/// Filters of the control-plane list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only this phase.
+    pub status: Option<String>,
+    /// Only this Kubernetes version.
+    pub version: Option<String>,
+    /// Only control planes with this label, `key=value`.
+    pub label: Option<String>,
+}
+
+/// Lists the tenant's control planes, oldest first, with cursor pagination.
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ListParams),
+    responses((status = 200, description = "OK", body = ControlPlanePage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn list_control_planes(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    query: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<ControlPlanePage>> {
+    let Query(params) = query.map_err(|e| {
+        ApiError::invalid(vec![FieldError::new("query", e.body_text())]).with_request_id(rid.0.clone())
+    })?;
+    let filter = ListFilter {
+        status: params.status,
+        version: params.version,
+        labels: params.label.into_iter().collect(),
+        cursor: params.cursor,
+        limit: params.limit,
+    };
+    with_request_id(
+        service::control_planes::list(&state.ctx, &auth.0, &tenant, filter).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// One control plane; the `ETag` header carries its generation.
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    responses((status = 200, description = "OK", body = ControlPlane), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_control_plane(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let cp = with_request_id(
+        service::control_planes::get(&state.ctx, &auth.0, &tenant, &id).await,
+        &rid,
+    )?;
+    let etag = HeaderValue::from_str(&cp.etag()).map_err(|e| ApiError::internal(&e.to_string()))?;
+    Ok(([(header::ETAG, etag)], Json(cp)).into_response())
+}
+
+/// Changes version, replicas or labels (tenant member); `If-Match` guards against lost updates.
+#[utoipa::path(patch, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
+    request_body = UpdateControlPlane,
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+           ("If-Match" = Option<String>, Header, description = "The ETag the change is based on"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response for the same body")),
+    responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem),
+              (status = 412, description = "If-Match does not match the current ETag", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn update_control_plane(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    key: IdempotencyKey,
+    headers: HeaderMap,
+    Path((tenant, id)): Path<(String, String)>,
+    body: JsonBody<UpdateControlPlane>,
+) -> ApiResult<Response> {
+    let if_match = headers
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let route = format!("PATCH /tenants/{tenant}/control-planes/{id}");
+    let (status, value) = idempotent(
+        &state,
+        &auth,
+        &route,
+        key,
+        &body.hash,
+        StatusCode::ACCEPTED,
+        async |tx| {
+            service::control_planes::update(
+                &state.ctx,
+                tx,
+                &auth.0,
+                &tenant,
+                &id,
+                body.value,
+                if_match.as_deref(),
+                rid.0.as_deref(),
+            )
+            .await
+        },
+    )
+    .await
+    .map_err(|e| e.with_request_id(rid.0.clone()))?;
+    Ok(accepted_response(&tenant, status, value))
+}
+
+/// Deletes a control plane (tenant admin): 202 with the delete operation.
+#[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response")),
+    responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn delete_control_plane(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    key: IdempotencyKey,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let route = format!("DELETE /tenants/{tenant}/control-planes/{id}");
+    let (status, value) = idempotent(
+        &state,
+        &auth,
+        &route,
+        key,
+        &[],
+        StatusCode::ACCEPTED,
+        async |tx| {
+            service::control_planes::delete(&state.ctx, tx, &auth.0, &tenant, &id, rid.0.as_deref()).await
+        },
+    )
+    .await
+    .map_err(|e| e.with_request_id(rid.0.clone()))?;
+    Ok(accepted_response(&tenant, status, value))
+}
+
+/// The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready.
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/kubeconfig", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    responses((status = 200, description = "kubeconfig YAML", content_type = "application/yaml", body = String),
+              (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 503, description = "Unavailable", body = Problem)))]
+pub async fn kubeconfig(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let (namespace, name) = with_request_id(
+        service::control_planes::kubeconfig_secret(&state.ctx, &auth.0, &tenant, &id).await,
+        &rid,
+    )?;
+    let Some(client) = state.kube.clone() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no-cluster",
+            "No management cluster",
+            "this server has no management cluster configured",
+        )
+        .with_request_id(rid.0.clone()));
+    };
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client, &namespace);
+    let secret = secrets
+        .get_opt(&name)
+        .await
+        .map_err(|e| ApiError::internal(&e.to_string()).with_request_id(rid.0.clone()))?;
+    let data = secret.and_then(|s| s.data).unwrap_or_default();
+    let content = ["admin.conf", "super-admin.conf", "value"]
+        .iter()
+        .find_map(|k| data.get(*k))
+        .ok_or_else(|| {
+            ApiError::from(ServiceError::NotReady(
+                "the kubeconfig Secret has no admin.conf yet".into(),
+            ))
+            .with_request_id(rid.0.clone())
+        })?;
+    Ok(([(header::CONTENT_TYPE, "application/yaml")], content.0.clone()).into_response())
+}
+
+/// One operation.
+#[utoipa::path(get, path = "/tenants/{tenant}/operations/{id}", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Operation id")),
+    responses((status = 200, description = "OK", body = Operation), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_operation(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Json<Operation>> {
+    with_request_id(
+        service::control_planes::operation(&state.ctx, &auth.0, &tenant, &id).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Creates a pool (platform admin).
+#[utoipa::path(post, path = "/pools", tag = "datastores", security(("bearer" = [])), request_body = CreatePool,
+    responses((status = 201, description = "Created", body = Pool), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn create_pool(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    body: JsonBody<CreatePool>,
+) -> ApiResult<(StatusCode, Json<Pool>)> {
+    let pool = with_request_id(
+        service::datastores::create_pool(&state.ctx, &auth.0, body.value, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok((StatusCode::CREATED, Json(pool)))
+}
+
+/// Every pool (platform admin).
+#[utoipa::path(get, path = "/pools", tag = "datastores", security(("bearer" = [])),
+    responses((status = 200, description = "OK", body = [Pool]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+pub async fn list_pools(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+) -> ApiResult<Json<Vec<Pool>>> {
+    with_request_id(service::datastores::pools(&state.ctx, &auth.0).await, &rid).map(Json)
+}
+
+/// One pool (platform admin).
+#[utoipa::path(get, path = "/pools/{name}", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pool name")),
+    responses((status = 200, description = "OK", body = Pool), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_pool(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Pool>> {
+    with_request_id(service::datastores::pool(&state.ctx, &auth.0, &name).await, &rid).map(Json)
+}
+
+/// Registers a DataStore (platform admin); credentials are Secret references only.
+#[utoipa::path(post, path = "/datastores", tag = "datastores", security(("bearer" = [])), request_body = CreateDataStore,
+    responses((status = 201, description = "Created", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn create_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    body: JsonBody<CreateDataStore>,
+) -> ApiResult<(StatusCode, Json<DataStore>)> {
+    let ds = with_request_id(
+        service::datastores::create(&state.ctx, &auth.0, body.value, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok((StatusCode::CREATED, Json(ds)))
+}
+
+/// Every DataStore (platform admin).
+#[utoipa::path(get, path = "/datastores", tag = "datastores", security(("bearer" = [])),
+    responses((status = 200, description = "OK", body = [DataStore]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+pub async fn list_datastores(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+) -> ApiResult<Json<Vec<DataStore>>> {
+    with_request_id(service::datastores::list(&state.ctx, &auth.0).await, &rid).map(Json)
+}
+
+/// One DataStore (platform admin).
+#[utoipa::path(get, path = "/datastores/{name}", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 200, description = "OK", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<Json<DataStore>> {
+    with_request_id(service::datastores::get(&state.ctx, &auth.0, &name).await, &rid).map(Json)
+}
+
+/// Cordons a DataStore: it takes no new tenants (platform admin).
+#[utoipa::path(post, path = "/datastores/{name}/cordon", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 200, description = "OK", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn cordon_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<Json<DataStore>> {
+    with_request_id(
+        service::datastores::set_cordoned(&state.ctx, &auth.0, &name, true, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Uncordons a DataStore (platform admin).
+#[utoipa::path(post, path = "/datastores/{name}/uncordon", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 200, description = "OK", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn uncordon_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<Json<DataStore>> {
+    with_request_id(
+        service::datastores::set_cordoned(&state.ctx, &auth.0, &name, false, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}

@@ -1,0 +1,159 @@
+//! Per-tenant JWTs (RFC 8725 rules): Ed25519 signing keys encrypted at rest, minting and verification.
+//!
+//! Each tenant has its own signing keys, and the platform has keys of its own (for platform-admin
+//! tokens). Private keys are sealed with AES-256-GCM under the server key. Rotation keeps an old key
+//! for verification until every token it signed has expired.
+
+pub mod keys;
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::domain::Role;
+
+/// The largest token accepted, in bytes.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+/// Clock leeway for `exp` and `nbf`, in seconds.
+pub const LEEWAY_SECONDS: u64 = 30;
+/// The longest token lifetime that can be minted.
+pub const MAX_TOKEN_TTL_SECONDS: i64 = 366 * 24 * 3600;
+
+/// The claims of a Tenantplane token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Issuer.
+    pub iss: String,
+    /// Audience.
+    pub aud: String,
+    /// Subject: who the token was minted for.
+    pub sub: String,
+    /// Token id (revocation handle).
+    pub jti: Uuid,
+    /// Tenant id; absent for platform-admin tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<Uuid>,
+    /// Role.
+    pub role: Role,
+    /// Issued at (seconds).
+    pub iat: i64,
+    /// Not before (seconds).
+    pub nbf: i64,
+    /// Expiry (seconds).
+    pub exp: i64,
+}
+
+/// Why a token was refused. Every variant maps to 401; the text is safe to return.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TokenError {
+    /// No bearer token.
+    #[error("a bearer token is required")]
+    Missing,
+    /// Too large.
+    #[error("the token is larger than 8 KiB")]
+    TooLarge,
+    /// Not a JWT, or a header we do not accept (algorithm, missing kid).
+    #[error("the token is malformed or uses an algorithm that is not accepted")]
+    Malformed,
+    /// No key with this kid.
+    #[error("the token was signed by an unknown key")]
+    UnknownKey,
+    /// Signature, expiry, not-before, issuer or audience check failed.
+    #[error("the token is invalid: {0}")]
+    Invalid(&'static str),
+    /// Revoked or unknown jti.
+    #[error("the token was revoked")]
+    Revoked,
+}
+
+/// Authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Token id.
+    pub jti: Uuid,
+    /// Tenant, or `None` for a platform admin.
+    pub tenant_id: Option<Uuid>,
+    /// Role.
+    pub role: Role,
+    /// Subject.
+    pub subject: String,
+    /// Token expiry.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl Principal {
+    /// A short actor string for the audit log: `role:subject(jti)`.
+    pub fn actor(&self) -> String {
+        format!("{}:{}({})", self.role, self.subject, self.jti)
+    }
+
+    /// Whether the caller may act on `tenant` with at least `role`.
+    pub fn can(&self, tenant: Uuid, role: Role) -> bool {
+        self.role == Role::PlatformAdmin || (self.tenant_id == Some(tenant) && self.role.includes(role))
+    }
+
+    /// Whether the caller belongs to `tenant` (or is a platform admin), whatever the role.
+    pub fn sees(&self, tenant: Uuid) -> bool {
+        self.role == Role::PlatformAdmin || self.tenant_id == Some(tenant)
+    }
+}
+
+/// Issuer and audience expected in every token.
+#[derive(Debug, Clone)]
+pub struct TokenSettings {
+    /// `iss`.
+    pub issuer: String,
+    /// `aud`.
+    pub audience: String,
+}
+
+/// Signs claims with an Ed25519 PKCS#8 key under `kid`.
+pub fn sign(claims: &Claims, kid: &str, pkcs8: &[u8]) -> Result<String, jsonwebtoken::errors::Error> {
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(kid.to_string());
+    header.typ = Some("JWT".into());
+    jsonwebtoken::encode(&header, claims, &EncodingKey::from_ed_der(pkcs8))
+}
+
+/// The `kid` of a token, after the size and algorithm checks (only EdDSA is accepted).
+pub fn token_kid(token: &str) -> Result<String, TokenError> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(TokenError::TooLarge);
+    }
+    let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Malformed)?;
+    if header.alg != Algorithm::EdDSA {
+        return Err(TokenError::Malformed);
+    }
+    header.kid.ok_or(TokenError::Malformed)
+}
+
+/// Verifies the signature (with the raw 32-byte Ed25519 public key) and the standard claims.
+pub fn verify(token: &str, public_key: &[u8], settings: &TokenSettings) -> Result<Claims, TokenError> {
+    let mut validation = Validation::new(Algorithm::EdDSA);
+    validation.leeway = LEEWAY_SECONDS;
+    validation.validate_nbf = true;
+    validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
+    validation.set_issuer(&[&settings.issuer]);
+    validation.set_audience(&[&settings.audience]);
+    let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_ed_der(public_key), &validation)
+        .map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind as K;
+            TokenError::Invalid(match e.kind() {
+                K::ExpiredSignature => "expired",
+                K::ImmatureSignature => "not valid yet",
+                K::InvalidIssuer => "wrong issuer",
+                K::InvalidAudience => "wrong audience",
+                K::InvalidSignature => "bad signature",
+                K::MissingRequiredClaim(_) => "a required claim is missing",
+                _ => "malformed",
+            })
+        })?;
+    Ok(data.claims)
+}
+
+/// Base64url without padding (JWK `x`).
+pub fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}

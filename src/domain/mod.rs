@@ -1,0 +1,449 @@
+//! Domain rules: names, versions, roles and the shapes of a control-plane request. No I/O.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+
+/// One invalid field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `kubernetesVersion`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A field error.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A DNS-1123 label (lowercase alphanumerics and `-`, at most 63, alphanumeric at both ends).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Name(String);
+
+impl Name {
+    /// Parses a DNS-1123 label; `field` names the input in the error.
+    pub fn parse(field: &str, value: &str) -> Result<Self, FieldError> {
+        let ok = !value.is_empty()
+            && value.len() <= 63
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !value.starts_with('-')
+            && !value.ends_with('-');
+        if ok {
+            Ok(Self(value.to_string()))
+        } else {
+            Err(FieldError::new(
+                field,
+                "must be a DNS-1123 label: 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit",
+            ))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A Kubernetes version `vMAJOR.MINOR.PATCH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KubeVersion {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+    /// Patch.
+    pub patch: u32,
+}
+
+impl FromStr for KubeVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?} is not a version of the form vMAJOR.MINOR.PATCH, e.g. v1.34.4");
+        let rest = s.strip_prefix('v').ok_or_else(bad)?;
+        let parts: Vec<&str> = rest.split('.').collect();
+        let [major, minor, patch] = parts.as_slice() else {
+            return Err(bad());
+        };
+        let num = |p: &str| {
+            if p.is_empty()
+                || p.len() > 6
+                || !p.bytes().all(|b| b.is_ascii_digit())
+                || (p.len() > 1 && p.starts_with('0'))
+            {
+                Err(bad())
+            } else {
+                p.parse::<u32>().map_err(|_| bad())
+            }
+        };
+        Ok(Self {
+            major: num(major)?,
+            minor: num(minor)?,
+            patch: num(patch)?,
+        })
+    }
+}
+
+impl fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The supported range of Kubernetes minors (inclusive), e.g. v1.30 to v1.34.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionRange {
+    /// Lowest supported `(major, minor)`.
+    pub min: (u32, u32),
+    /// Highest supported `(major, minor)`.
+    pub max: (u32, u32),
+}
+
+impl Default for VersionRange {
+    fn default() -> Self {
+        Self {
+            min: (1, 30),
+            max: (1, 34),
+        }
+    }
+}
+
+impl FromStr for VersionRange {
+    type Err = String;
+
+    /// Parses `v1.30-v1.34`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parse = |p: &str| -> Result<(u32, u32), String> {
+            let v = p
+                .trim()
+                .strip_prefix('v')
+                .ok_or_else(|| format!("{p:?}: expected vMAJOR.MINOR"))?;
+            let (a, b) = v
+                .split_once('.')
+                .ok_or_else(|| format!("{p:?}: expected vMAJOR.MINOR"))?;
+            Ok((
+                a.parse().map_err(|_| format!("{p:?}: bad major"))?,
+                b.parse().map_err(|_| format!("{p:?}: bad minor"))?,
+            ))
+        };
+        let (lo, hi) = s
+            .split_once('-')
+            .ok_or_else(|| format!("{s:?}: expected vX.Y-vX.Z"))?;
+        let range = Self {
+            min: parse(lo)?,
+            max: parse(hi)?,
+        };
+        if range.min > range.max {
+            return Err(format!("{s:?}: the lower bound is above the upper bound"));
+        }
+        Ok(range)
+    }
+}
+
+impl fmt::Display for VersionRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}.{}-v{}.{}", self.min.0, self.min.1, self.max.0, self.max.1)
+    }
+}
+
+impl VersionRange {
+    /// Parses `value` and checks it lies in the range.
+    pub fn check(&self, field: &str, value: &str) -> Result<KubeVersion, FieldError> {
+        let version: KubeVersion = value.parse().map_err(|e: String| FieldError::new(field, e))?;
+        let mm = (version.major, version.minor);
+        if mm < self.min || mm > self.max {
+            return Err(FieldError::new(
+                field,
+                format!("{version} is outside the supported range {self}"),
+            ));
+        }
+        Ok(version)
+    }
+}
+
+/// Checks an upgrade: never down, never skipping a minor.
+pub fn check_upgrade(field: &str, from: KubeVersion, to: KubeVersion) -> Result<(), FieldError> {
+    if to < from {
+        return Err(FieldError::new(
+            field,
+            format!("downgrading from {from} to {to} is not supported"),
+        ));
+    }
+    if to.major != from.major || to.minor > from.minor + 1 {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "upgrading from {from} to {to} skips a minor version: upgrade to v{}.{}.x first",
+                from.major,
+                from.minor + 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+        pub enum $name { $($(#[$vmeta])* #[serde(rename = $text)] $variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The wire spelling.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(format!("must be one of: {}", [$($text),+].join(", "))),
+                }
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// What a token may do.
+    Role {
+        /// Everything, across tenants.
+        PlatformAdmin = "platform-admin",
+        /// Everything in its own tenant, including tokens.
+        TenantAdmin = "tenant-admin",
+        /// Create, read and update control planes of its tenant.
+        TenantMember = "tenant-member",
+        /// Read its tenant.
+        TenantViewer = "tenant-viewer",
+    }
+);
+
+impl Role {
+    /// Rank for "at least" comparisons (viewer < member < admin < platform-admin).
+    pub fn rank(self) -> u8 {
+        match self {
+            Role::TenantViewer => 0,
+            Role::TenantMember => 1,
+            Role::TenantAdmin => 2,
+            Role::PlatformAdmin => 3,
+        }
+    }
+
+    /// Whether this role includes `needed`.
+    pub fn includes(self, needed: Role) -> bool {
+        self.rank() >= needed.rank()
+    }
+}
+
+string_enum!(
+    /// Size class of a control plane; drives resources and offload.
+    SizeClass {
+        /// Small tenants.
+        Small = "small",
+        /// Medium tenants.
+        Medium = "medium",
+        /// Large tenants.
+        Large = "large",
+    }
+);
+
+string_enum!(
+    /// How the tenant API server is exposed.
+    ServiceType {
+        /// Cluster-internal.
+        ClusterIp = "ClusterIP",
+        /// A node port.
+        NodePort = "NodePort",
+        /// A load balancer.
+        LoadBalancer = "LoadBalancer",
+    }
+);
+
+/// Where high-churn resources (events, leases) go: `none`, `auto`, or `pool:<name>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Offload {
+    /// Everything stays on the primary.
+    None,
+    /// Decided by size class and configuration.
+    Auto,
+    /// Offloaded to the named pool.
+    Pool(Name),
+}
+
+impl FromStr for Offload {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Offload::None),
+            "auto" => Ok(Offload::Auto),
+            other => match other.strip_prefix("pool:") {
+                Some(pool) => Name::parse("offload", pool)
+                    .map(Offload::Pool)
+                    .map_err(|e| format!("pool name {}", e.message)),
+                None => Err("must be none, auto or pool:<name>".into()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Offload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Offload::None => f.write_str("none"),
+            Offload::Auto => f.write_str("auto"),
+            Offload::Pool(p) => write!(f, "pool:{p}"),
+        }
+    }
+}
+
+/// Replicas of a control plane: 0 (asleep) to 9.
+pub fn check_replicas(field: &str, replicas: i32) -> Result<i32, FieldError> {
+    if (0..=9).contains(&replicas) {
+        Ok(replicas)
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be between 0 and 9 (0 puts the control plane to sleep)",
+        ))
+    }
+}
+
+/// Labels: at most 64, keys and values like Kubernetes labels (simplified: ≤63 chars, `[A-Za-z0-9._/-]`).
+pub fn check_labels(
+    field: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<(), FieldError> {
+    if labels.len() > 64 {
+        return Err(FieldError::new(field, "at most 64 labels"));
+    }
+    let valid = |s: &str, allow_empty: bool| {
+        (allow_empty || !s.is_empty())
+            && s.len() <= 63 + 254
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'))
+    };
+    for (k, v) in labels {
+        if !valid(k, false) || !valid(v, true) {
+            return Err(FieldError::new(
+                format!("{field}.{k}"),
+                "label keys and values use letters, digits, '.', '_', '-' and '/'",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> KubeVersion {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn names_follow_dns_1123_labels() {
+        assert!(Name::parse("name", "prod-eu-1").is_ok());
+        for bad in ["", "Prod", "-a", "a-", "a_b", &"a".repeat(64)] {
+            assert_eq!(Name::parse("name", bad).unwrap_err().field, "name", "{bad:?}");
+        }
+        assert!(Name::parse("name", &"a".repeat(63)).is_ok());
+    }
+
+    #[test]
+    fn versions_parse_strictly() {
+        assert_eq!(
+            v("v1.34.4"),
+            KubeVersion {
+                major: 1,
+                minor: 34,
+                patch: 4
+            }
+        );
+        for bad in ["1.34.4", "v1.34", "v1.34.4.1", "v1.034.1", "v1.x.1", "v1.34.-1"] {
+            assert!(bad.parse::<KubeVersion>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn range_check_names_the_range() {
+        let range = VersionRange::default();
+        assert!(range.check("kubernetesVersion", "v1.30.0").is_ok());
+        assert!(range.check("kubernetesVersion", "v1.34.9").is_ok());
+        assert_eq!(
+            range.check("kubernetesVersion", "v1.29.9").unwrap_err().message,
+            "v1.29.9 is outside the supported range v1.30-v1.34"
+        );
+        assert_eq!(
+            "v1.31-v1.33".parse::<VersionRange>().unwrap(),
+            VersionRange {
+                min: (1, 31),
+                max: (1, 33)
+            }
+        );
+    }
+
+    #[test]
+    fn upgrades_never_downgrade_or_skip_a_minor() {
+        assert!(check_upgrade("v", v("v1.33.1"), v("v1.33.2")).is_ok());
+        assert!(check_upgrade("v", v("v1.33.9"), v("v1.34.0")).is_ok());
+        assert_eq!(
+            check_upgrade("v", v("v1.33.2"), v("v1.33.1"))
+                .unwrap_err()
+                .message,
+            "downgrading from v1.33.2 to v1.33.1 is not supported"
+        );
+        assert_eq!(
+            check_upgrade("v", v("v1.32.0"), v("v1.34.0"))
+                .unwrap_err()
+                .message,
+            "upgrading from v1.32.0 to v1.34.0 skips a minor version: upgrade to v1.33.x first"
+        );
+    }
+
+    #[test]
+    fn offload_parses_pool_names() {
+        assert_eq!("auto".parse::<Offload>().unwrap(), Offload::Auto);
+        assert_eq!(
+            "pool:events-eu".parse::<Offload>().unwrap().to_string(),
+            "pool:events-eu"
+        );
+        assert!("pool:".parse::<Offload>().is_err());
+        assert!("sometimes".parse::<Offload>().is_err());
+    }
+
+    #[test]
+    fn roles_are_ordered() {
+        assert!(Role::PlatformAdmin.includes(Role::TenantAdmin));
+        assert!(Role::TenantMember.includes(Role::TenantViewer));
+        assert!(!Role::TenantViewer.includes(Role::TenantMember));
+        assert_eq!("tenant-admin".parse::<Role>().unwrap(), Role::TenantAdmin);
+    }
+}

@@ -1,0 +1,429 @@
+//! Control planes: every write records the spec, an operation, an outbox row and an audit row in one transaction.
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{
+    Ctx, Result, ServiceError,
+    model::{
+        Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference, Operation,
+        UpdateControlPlane,
+    },
+    tenant_for,
+};
+use crate::{
+    auth::Principal,
+    domain::{FieldError, KubeVersion, Name, Offload, Role, check_labels, check_replicas, check_upgrade},
+    store::{
+        self, StoreError,
+        control_planes::{ControlPlaneRow, ListQuery, NewControlPlane, OperationRow},
+    },
+};
+
+/// Largest page.
+pub const MAX_PAGE: i64 = 100;
+
+/// Converts a row to the API shape.
+pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
+    ControlPlane {
+        id: row.id,
+        name: row.name,
+        kubernetes_version: row.kubernetes_version,
+        replicas: row.replicas,
+        service_type: row
+            .service_type
+            .parse()
+            .unwrap_or(crate::domain::ServiceType::ClusterIp),
+        port: row.port,
+        size_class: row.size_class.parse().unwrap_or(crate::domain::SizeClass::Small),
+        datastore: DataStorePreference {
+            pool: row.datastore_pool,
+            labels: serde_json::from_value(row.datastore_labels).unwrap_or_default(),
+            name: row.datastore_name,
+        },
+        offload: row.offload,
+        addons: serde_json::from_value(row.addons).unwrap_or_default(),
+        labels: serde_json::from_value(row.labels).unwrap_or_default(),
+        phase: row.phase,
+        status: row.status,
+        generation: row.generation,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+/// Converts an operation row.
+pub fn operation_model(row: OperationRow) -> Operation {
+    Operation {
+        id: row.id,
+        control_plane_id: row.control_plane_id,
+        kind: row.kind,
+        state: row.state,
+        error: row.error,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Result<()> {
+    let mut errors = Vec::new();
+    let mut check = |r: std::result::Result<(), FieldError>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    check(Name::parse("name", &input.name).map(|_| ()));
+    check(
+        ctx.versions
+            .check("kubernetesVersion", &input.kubernetes_version)
+            .map(|_| ()),
+    );
+    check(check_replicas("replicas", input.replicas).map(|_| ()));
+    if !(1..=65535).contains(&input.port) {
+        check(Err(FieldError::new("port", "must be between 1 and 65535")));
+    }
+    check(
+        input
+            .offload
+            .parse::<Offload>()
+            .map(|_| ())
+            .map_err(|e| FieldError::new("offload", e)),
+    );
+    check(check_labels("labels", &input.labels));
+    check(check_labels("datastore.labels", &input.datastore.labels));
+    if let Some(pool) = &input.datastore.pool {
+        check(Name::parse("datastore.pool", pool).map(|_| ()));
+    }
+    if let Some(name) = &input.datastore.name {
+        if who.role != Role::PlatformAdmin {
+            check(Err(FieldError::new(
+                "datastore.name",
+                "only platform admins may pick a DataStore; give a pool or labels instead",
+            )));
+        } else {
+            check(Name::parse("datastore.name", name).map(|_| ()));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ServiceError::Invalid(errors))
+    }
+}
+
+/// Records a new control plane and queues its creation (202).
+pub async fn create(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    slug: &str,
+    input: CreateControlPlane,
+    request_id: Option<&str>,
+) -> Result<Accepted> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    validate_create(ctx, who, &input)?;
+    let new = NewControlPlane {
+        name: input.name.clone(),
+        kubernetes_version: input.kubernetes_version.clone(),
+        replicas: input.replicas,
+        service_type: input.service_type.as_str().to_string(),
+        port: input.port,
+        size_class: input.size_class.as_str().to_string(),
+        datastore_pool: input.datastore.pool.clone(),
+        datastore_labels: serde_json::to_value(&input.datastore.labels).unwrap_or_default(),
+        datastore_name: input.datastore.name.clone(),
+        offload: input.offload.clone(),
+        addons: serde_json::to_value(&input.addons).unwrap_or_default(),
+        labels: serde_json::to_value(&input.labels).unwrap_or_default(),
+    };
+    let row = match store::control_planes::insert(tx, tenant.id, &new).await {
+        Ok(row) => row,
+        Err(StoreError::Conflict(_)) => {
+            return Err(ServiceError::Conflict(format!(
+                "a control plane named {:?} already exists in this tenant",
+                input.name
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let op = store::control_planes::insert_operation(tx, tenant.id, row.id, "create", request_id).await?;
+    store::control_planes::enqueue(
+        tx,
+        tenant.id,
+        row.id,
+        op.id,
+        "apply",
+        &serde_json::json!({"generation": row.generation}),
+    )
+    .await?;
+    store::audit(
+        &mut *tx,
+        Some(tenant.id),
+        &who.actor(),
+        "control-plane.create",
+        "control-plane",
+        &row.id.to_string(),
+        request_id,
+        serde_json::json!({"name": row.name}),
+    )
+    .await?;
+    Ok(Accepted {
+        operation: operation_model(op),
+        control_plane: to_model(row),
+    })
+}
+
+/// One control plane.
+pub async fn get(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<ControlPlane> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let id = super::parse_id(id, "control plane")?;
+    store::control_planes::get(&ctx.db, tenant.id, id)
+        .await?
+        .map(to_model)
+        .ok_or(ServiceError::NotFound("control plane"))
+}
+
+/// Filters of a list request.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Phase.
+    pub status: Option<String>,
+    /// Version.
+    pub version: Option<String>,
+    /// `key=value` label selectors (all must match).
+    pub labels: Vec<String>,
+    /// Opaque cursor.
+    pub cursor: Option<String>,
+    /// Page size (1–100, default 20).
+    pub limit: Option<i64>,
+}
+
+fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}|{id}", ts.timestamp_micros()))
+}
+
+fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
+    let bad = || FieldError::new("cursor", "is not a cursor returned by this API");
+    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(text).map_err(|_| bad())?;
+    let (micros, id) = text.split_once('|').ok_or_else(bad)?;
+    let ts = DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    Ok((ts, Uuid::parse_str(id).map_err(|_| bad())?))
+}
+
+/// A page of control planes, stable order `(createdAt, id)`.
+pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) -> Result<ControlPlanePage> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let mut errors = Vec::new();
+    let limit = filter.limit.unwrap_or(20);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        errors.push(FieldError::new("limit", "must be between 1 and 100"));
+    }
+    let after = match filter.cursor.as_deref().map(decode_cursor).transpose() {
+        Ok(after) => after,
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    };
+    let mut labels = serde_json::Map::new();
+    for selector in &filter.labels {
+        match selector.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                labels.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+            }
+            _ => errors.push(FieldError::new("label", "must be key=value")),
+        }
+    }
+    if let Some(version) = &filter.version
+        && version.parse::<KubeVersion>().is_err()
+    {
+        errors.push(FieldError::new("version", "must be vX.Y.Z"));
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let query = ListQuery {
+        phase: filter.status,
+        version: filter.version,
+        labels: (!labels.is_empty()).then_some(serde_json::Value::Object(labels)),
+        after,
+        limit: limit + 1,
+    };
+    let mut rows = store::control_planes::list(&ctx.db, tenant.id, &query).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| encode_cursor(r.created_at, r.id))
+    } else {
+        None
+    };
+    Ok(ControlPlanePage {
+        items: rows.into_iter().map(to_model).collect(),
+        next_cursor,
+    })
+}
+
+/// Changes version, replicas or labels; `if_match` is the caller's ETag.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one use-case with its full request context"
+)]
+pub async fn update(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    slug: &str,
+    id: &str,
+    input: UpdateControlPlane,
+    if_match: Option<&str>,
+    request_id: Option<&str>,
+) -> Result<Accepted> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    let id = super::parse_id(id, "control plane")?;
+    let current = store::control_planes::get_for_update(tx, tenant.id, id)
+        .await?
+        .ok_or(ServiceError::NotFound("control plane"))?;
+    let etag = format!("\"{}\"", current.generation);
+    if let Some(expected) = if_match
+        && expected.trim() != "*"
+        && !expected
+            .split(',')
+            .any(|t| t.trim().trim_start_matches("W/") == etag)
+    {
+        return Err(ServiceError::PreconditionFailed(etag));
+    }
+    if current.phase == "Deleting" {
+        return Err(ServiceError::Conflict(
+            "the control plane is being deleted".into(),
+        ));
+    }
+    let mut errors = Vec::new();
+    let mut version = current.kubernetes_version.clone();
+    if let Some(new) = &input.kubernetes_version {
+        match ctx.versions.check("kubernetesVersion", new) {
+            Ok(to) => match current.kubernetes_version.parse::<KubeVersion>() {
+                Ok(from) => match check_upgrade("kubernetesVersion", from, to) {
+                    Ok(()) => version = new.clone(),
+                    Err(e) => errors.push(e),
+                },
+                Err(_) => version = new.clone(),
+            },
+            Err(e) => errors.push(e),
+        }
+    }
+    let replicas = match input.replicas.map(|r| check_replicas("replicas", r)).transpose() {
+        Ok(r) => r.unwrap_or(current.replicas),
+        Err(e) => {
+            errors.push(e);
+            current.replicas
+        }
+    };
+    let labels = match &input.labels {
+        Some(l) => match check_labels("labels", l) {
+            Ok(()) => serde_json::to_value(l).unwrap_or_default(),
+            Err(e) => {
+                errors.push(e);
+                current.labels.clone()
+            }
+        },
+        None => current.labels.clone(),
+    };
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let row = store::control_planes::update_spec(tx, tenant.id, id, &version, replicas, &labels).await?;
+    let op = store::control_planes::insert_operation(tx, tenant.id, id, "update", request_id).await?;
+    store::control_planes::enqueue(
+        tx,
+        tenant.id,
+        id,
+        op.id,
+        "apply",
+        &serde_json::json!({"generation": row.generation}),
+    )
+    .await?;
+    store::audit(
+        &mut *tx,
+        Some(tenant.id),
+        &who.actor(),
+        "control-plane.update",
+        "control-plane",
+        &id.to_string(),
+        request_id,
+        serde_json::json!({"kubernetesVersion": version, "replicas": replicas, "generation": row.generation}),
+    )
+    .await?;
+    Ok(Accepted {
+        operation: operation_model(op),
+        control_plane: to_model(row),
+    })
+}
+
+/// Queues the deletion (202); a second call returns the pending delete.
+pub async fn delete(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    slug: &str,
+    id: &str,
+    request_id: Option<&str>,
+) -> Result<Accepted> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    let id = super::parse_id(id, "control plane")?;
+    let current = store::control_planes::get_for_update(tx, tenant.id, id)
+        .await?
+        .ok_or(ServiceError::NotFound("control plane"))?;
+    if let Some(open) = store::control_planes::open_delete(tx, tenant.id, id).await? {
+        return Ok(Accepted {
+            operation: operation_model(open),
+            control_plane: to_model(current),
+        });
+    }
+    let row = store::control_planes::set_phase(tx, tenant.id, id, "Deleting").await?;
+    let op = store::control_planes::insert_operation(tx, tenant.id, id, "delete", request_id).await?;
+    store::control_planes::enqueue(tx, tenant.id, id, op.id, "delete", &serde_json::json!({})).await?;
+    store::audit(
+        &mut *tx,
+        Some(tenant.id),
+        &who.actor(),
+        "control-plane.delete",
+        "control-plane",
+        &id.to_string(),
+        request_id,
+        serde_json::json!({}),
+    )
+    .await?;
+    Ok(Accepted {
+        operation: operation_model(op),
+        control_plane: to_model(row),
+    })
+}
+
+/// One operation.
+pub async fn operation(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<Operation> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let id = super::parse_id(id, "operation")?;
+    store::control_planes::operation(&ctx.db, tenant.id, id)
+        .await?
+        .map(operation_model)
+        .ok_or(ServiceError::NotFound("operation"))
+}
+
+/// Where the admin kubeconfig of a Ready control plane lives: `(namespace, secret name)`.
+pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<(String, String)> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    let cp = get(ctx, who, &tenant.slug, id).await?;
+    let secret = cp.status.get("kubeconfigSecret");
+    let namespace = secret.and_then(|s| s.get("namespace")).and_then(|v| v.as_str());
+    let name = secret.and_then(|s| s.get("name")).and_then(|v| v.as_str());
+    match (cp.phase.as_str(), namespace, name) {
+        ("Ready", Some(ns), Some(name)) => Ok((ns.to_string(), name.to_string())),
+        (phase, _, _) => Err(ServiceError::NotReady(format!(
+            "the control plane is {phase}, not Ready yet: its kubeconfig does not exist yet"
+        ))),
+    }
+}

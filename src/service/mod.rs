@@ -1,0 +1,112 @@
+//! Use-cases shared by REST and GraphQL: authorization, validation and transactions live here once.
+
+pub mod control_planes;
+pub mod datastores;
+pub mod model;
+pub mod tenants;
+pub mod tokens;
+
+use uuid::Uuid;
+
+use crate::{
+    auth::{Principal, TokenSettings, keys::ServerKey},
+    domain::{FieldError, Role, VersionRange},
+    store::{self, StoreError},
+};
+
+/// What every use-case needs.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// PostgreSQL.
+    pub db: sqlx::PgPool,
+    /// Seals signing keys.
+    pub server_key: std::sync::Arc<ServerKey>,
+    /// Token issuer and audience.
+    pub tokens: TokenSettings,
+    /// Supported Kubernetes versions.
+    pub versions: VersionRange,
+}
+
+/// Errors of a use-case, mapped to HTTP and GraphQL by the surfaces.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Invalid input: one entry per field.
+    #[error("invalid input")]
+    Invalid(Vec<FieldError>),
+    /// Not found, or not visible to the caller (never distinguishes the two).
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The caller's role is too low for this action on its own tenant.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The request conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// `If-Match` did not match.
+    #[error("the resource changed: its ETag is now {0}")]
+    PreconditionFailed(String),
+    /// Not possible yet (e.g. kubeconfig before Ready).
+    #[error("{0}")]
+    NotReady(String),
+    /// Anything else; details go to the log, never to the client.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(err: StoreError) -> Self {
+        ServiceError::Internal(err.to_string())
+    }
+}
+
+impl From<sqlx::Error> for ServiceError {
+    fn from(err: sqlx::Error) -> Self {
+        ServiceError::Internal(err.to_string())
+    }
+}
+
+impl From<FieldError> for ServiceError {
+    fn from(err: FieldError) -> Self {
+        ServiceError::Invalid(vec![err])
+    }
+}
+
+/// Result alias.
+pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
+
+/// Resolves `slug` for `who`: 404 when missing or not visible, 403 when visible but the role is too low.
+pub async fn tenant_for(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    needed: Role,
+) -> Result<store::tenants::TenantRow> {
+    let tenant = store::tenants::by_slug(&ctx.db, slug)
+        .await?
+        .ok_or(ServiceError::NotFound("tenant"))?;
+    if !who.sees(tenant.id) {
+        return Err(ServiceError::NotFound("tenant"));
+    }
+    if !who.can(tenant.id, needed) {
+        return Err(ServiceError::Forbidden(format!(
+            "this action needs the role {needed} or higher"
+        )));
+    }
+    Ok(tenant)
+}
+
+/// Requires a platform admin.
+pub fn platform_admin(who: &Principal) -> Result<()> {
+    if who.role == Role::PlatformAdmin {
+        Ok(())
+    } else {
+        Err(ServiceError::Forbidden(
+            "this action needs the role platform-admin".into(),
+        ))
+    }
+}
+
+/// Parses a UUID path segment; anything else is simply not found.
+pub fn parse_id(value: &str, what: &'static str) -> Result<Uuid> {
+    Uuid::parse_str(value).map_err(|_| ServiceError::NotFound(what))
+}

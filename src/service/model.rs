@@ -1,0 +1,421 @@
+//! The shapes the API speaks (JSON, camelCase), shared by REST and GraphQL.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::domain::{Role, ServiceType, SizeClass};
+
+/// A tenant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tenant {
+    /// Id.
+    pub id: Uuid,
+    /// URL slug (DNS-1123 label).
+    pub slug: String,
+    /// Display name.
+    pub display_name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `active` or `suspended`.
+    pub state: String,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Body of `POST /tenants`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateTenant {
+    /// URL slug (DNS-1123 label).
+    pub slug: String,
+    /// Display name (1–200 characters).
+    pub display_name: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A token's record (never the token itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Token {
+    /// Token id (`jti`).
+    pub id: Uuid,
+    /// Role.
+    pub role: Role,
+    /// Description.
+    pub description: String,
+    /// Who minted it.
+    pub created_by: String,
+    /// Minted at.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Revoked at.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Body of `POST /tenants/{tenant}/tokens`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MintToken {
+    /// Role of the new token (`tenant-admin`, `tenant-member` or `tenant-viewer`).
+    pub role: Role,
+    /// Lifetime in seconds (default 86400, at most 366 days).
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// Description.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A freshly minted token: the only time the JWT is shown.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MintedToken {
+    /// The bearer token (JWT).
+    pub token: String,
+    /// Its record.
+    pub record: Token,
+}
+
+/// Datastore preference of a control plane.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataStorePreference {
+    /// Pool to place in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Labels the DataStore must have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// An explicit DataStore (platform admins only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// Addons of the tenant cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AddonsSpec {
+    /// CoreDNS (default on).
+    #[serde(default = "yes", rename = "coreDNS")]
+    pub core_dns: bool,
+    /// kube-proxy (default on).
+    #[serde(default = "yes")]
+    pub kube_proxy: bool,
+    /// Konnectivity (default off).
+    #[serde(default)]
+    pub konnectivity: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AddonsSpec {
+    fn default() -> Self {
+        Self {
+            core_dns: true,
+            kube_proxy: true,
+            konnectivity: false,
+        }
+    }
+}
+
+/// Body of `POST /tenants/{tenant}/control-planes`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateControlPlane {
+    /// Name (DNS-1123 label), unique in the tenant.
+    pub name: String,
+    /// Kubernetes version `vX.Y.Z` within the supported range.
+    pub kubernetes_version: String,
+    /// Replicas, 0 (asleep) to 9 (default 2).
+    #[serde(default = "two")]
+    pub replicas: i32,
+    /// Service type (default ClusterIP).
+    #[serde(default = "cluster_ip")]
+    pub service_type: ServiceType,
+    /// API server port (default 6443).
+    #[serde(default = "port")]
+    pub port: i32,
+    /// Size class (default small).
+    #[serde(default = "small")]
+    pub size_class: SizeClass,
+    /// Datastore preference.
+    #[serde(default)]
+    pub datastore: DataStorePreference,
+    /// Events/leases offload: `none` (default), `auto` or `pool:<name>`.
+    #[serde(default = "none")]
+    pub offload: String,
+    /// Addons.
+    #[serde(default)]
+    pub addons: AddonsSpec,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn two() -> i32 {
+    2
+}
+fn cluster_ip() -> ServiceType {
+    ServiceType::ClusterIp
+}
+fn port() -> i32 {
+    6443
+}
+fn small() -> SizeClass {
+    SizeClass::Small
+}
+fn none() -> String {
+    "none".into()
+}
+
+/// Body of `PATCH /tenants/{tenant}/control-planes/{id}`: only what may change.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateControlPlane {
+    /// New version: same or next minor, never lower.
+    #[serde(default)]
+    pub kubernetes_version: Option<String>,
+    /// New replicas (0–9).
+    #[serde(default)]
+    pub replicas: Option<i32>,
+    /// Replaces the labels.
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// A control plane: the tenant's request and what runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlane {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Requested Kubernetes version.
+    pub kubernetes_version: String,
+    /// Requested replicas.
+    pub replicas: i32,
+    /// Service type.
+    pub service_type: ServiceType,
+    /// Port.
+    pub port: i32,
+    /// Size class.
+    pub size_class: SizeClass,
+    /// Datastore preference.
+    pub datastore: DataStorePreference,
+    /// Offload mode.
+    pub offload: String,
+    /// Addons.
+    pub addons: AddonsSpec,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Observed phase: Pending, Provisioning, Ready, NotReady, Upgrading, Sleeping, Deleting, Failed.
+    pub phase: String,
+    /// Observed status (endpoint, conditions, installed version, …) as reported by the cluster.
+    #[schema(value_type = Object)]
+    pub status: serde_json::Value,
+    /// Spec generation; the ETag is `"<generation>"`.
+    pub generation: i64,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Updated.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ControlPlane {
+    /// The ETag of this version of the resource.
+    pub fn etag(&self) -> String {
+        format!("\"{}\"", self.generation)
+    }
+}
+
+/// An asynchronous operation on a control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Operation {
+    /// Id.
+    pub id: Uuid,
+    /// Control plane.
+    pub control_plane_id: Uuid,
+    /// `create`, `update` or `delete`.
+    pub kind: String,
+    /// `pending`, `running`, `succeeded` or `failed`.
+    pub state: String,
+    /// Error of a failed operation.
+    pub error: Option<String>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Updated.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The answer to a write: the operation and the resource as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    /// The operation that carries the change to the cluster.
+    pub operation: Operation,
+    /// The control plane as recorded.
+    pub control_plane: ControlPlane,
+}
+
+/// A page of results with an opaque cursor for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlanePage {
+    /// Items, ordered by creation time then id.
+    pub items: Vec<ControlPlane>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A pool of DataStores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    /// Name.
+    pub name: String,
+    /// Placement policy: spread, binpack, rendezvous or dedicated.
+    pub policy: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Body of `POST /pools`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreatePool {
+    /// Name (DNS-1123 label).
+    pub name: String,
+    /// Policy (default spread).
+    #[serde(default = "spread")]
+    pub policy: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn spread() -> String {
+    "spread".into()
+}
+
+/// A reference to a key of a Secret (the value never passes through Tenantplane).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Secret namespace.
+    pub namespace: String,
+    /// Key in the Secret.
+    pub key_path: String,
+}
+
+/// Credentials of a DataStore, as Secret references.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataStoreSecrets {
+    /// Username.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<SecretKeyRef>,
+    /// Password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<SecretKeyRef>,
+    /// CA certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_certificate: Option<SecretKeyRef>,
+    /// CA private key (etcd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_private_key: Option<SecretKeyRef>,
+    /// Client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<SecretKeyRef>,
+    /// Client private key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_private_key: Option<SecretKeyRef>,
+}
+
+/// A DataStore.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataStore {
+    /// Name.
+    pub name: String,
+    /// Pool.
+    pub pool: Option<String>,
+    /// Driver: etcd, MySQL, PostgreSQL or NATS.
+    pub driver: String,
+    /// Endpoints (`host:port`).
+    pub endpoints: Vec<String>,
+    /// Secret references.
+    pub secrets: DataStoreSecrets,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Capacity in tenants.
+    pub capacity_tenants: i32,
+    /// Capacity in bytes.
+    pub capacity_bytes: Option<i64>,
+    /// Identity of the etcd CA (override targets must share the primary's).
+    pub ca_id: Option<String>,
+    /// Ready.
+    pub ready: bool,
+    /// Cordoned: takes no new tenants.
+    pub cordoned: bool,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Body of `POST /datastores`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateDataStore {
+    /// Name (DNS-1123 label).
+    pub name: String,
+    /// Pool name.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// Driver: etcd, MySQL, PostgreSQL or NATS.
+    pub driver: String,
+    /// Endpoints (`host:port`, 1–32).
+    pub endpoints: Vec<String>,
+    /// Secret references.
+    #[serde(default)]
+    pub secrets: DataStoreSecrets,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Capacity in tenants (NATS: always 1).
+    pub capacity_tenants: i32,
+    /// Capacity in bytes.
+    #[serde(default)]
+    pub capacity_bytes: Option<i64>,
+    /// CA identity (etcd).
+    #[serde(default)]
+    pub ca_id: Option<String>,
+}
+
+/// Caller identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Viewer {
+    /// Token id.
+    pub token_id: Uuid,
+    /// Tenant slug (none for platform admins).
+    pub tenant: Option<String>,
+    /// Role.
+    pub role: Role,
+    /// Token expiry.
+    pub expires_at: DateTime<Utc>,
+}

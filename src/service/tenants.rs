@@ -1,0 +1,87 @@
+//! Tenants: created and listed by platform admins, read by their members.
+
+use super::{
+    Ctx, Result, ServiceError,
+    model::{CreateTenant, Tenant},
+    platform_admin, tenant_for,
+};
+use crate::{
+    auth::Principal,
+    domain::{FieldError, Name, Role, check_labels},
+    store::{self, StoreError, tenants::TenantRow},
+};
+
+/// Converts a row to the API shape.
+pub fn to_model(row: TenantRow) -> Tenant {
+    Tenant {
+        id: row.id,
+        slug: row.slug,
+        display_name: row.display_name,
+        labels: serde_json::from_value(row.labels).unwrap_or_default(),
+        state: row.state,
+        created_at: row.created_at,
+    }
+}
+
+/// Creates a tenant (platform admin).
+pub async fn create(
+    ctx: &Ctx,
+    who: &Principal,
+    input: CreateTenant,
+    request_id: Option<&str>,
+) -> Result<Tenant> {
+    platform_admin(who)?;
+    let mut errors = Vec::new();
+    if let Err(e) = Name::parse("slug", &input.slug) {
+        errors.push(e);
+    }
+    if input.display_name.trim().is_empty() || input.display_name.chars().count() > 200 {
+        errors.push(FieldError::new("displayName", "must be 1 to 200 characters"));
+    }
+    if let Err(e) = check_labels("labels", &input.labels) {
+        errors.push(e);
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let mut tx = ctx.db.begin().await?;
+    let labels = serde_json::to_value(&input.labels).unwrap_or_default();
+    let row = match store::tenants::insert(&mut *tx, &input.slug, input.display_name.trim(), &labels).await {
+        Ok(row) => row,
+        Err(StoreError::Conflict(_)) => {
+            return Err(ServiceError::Conflict(format!(
+                "a tenant with slug {:?} already exists",
+                input.slug
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    store::audit(
+        &mut *tx,
+        Some(row.id),
+        &who.actor(),
+        "tenant.create",
+        "tenant",
+        &row.slug,
+        request_id,
+        serde_json::json!({}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(to_model(row))
+}
+
+/// Every tenant (platform admin).
+pub async fn list(ctx: &Ctx, who: &Principal) -> Result<Vec<Tenant>> {
+    platform_admin(who)?;
+    Ok(store::tenants::list(&ctx.db)
+        .await?
+        .into_iter()
+        .map(to_model)
+        .collect())
+}
+
+/// One tenant, for anyone in it.
+pub async fn get(ctx: &Ctx, who: &Principal, slug: &str) -> Result<Tenant> {
+    Ok(to_model(tenant_for(ctx, who, slug, Role::TenantViewer).await?))
+}

@@ -1,0 +1,227 @@
+//! Tokens: mint, list, revoke, and authenticate a bearer token.
+
+use chrono::{Duration, Utc};
+use uuid::Uuid;
+
+use super::{
+    Ctx, Result, ServiceError,
+    model::{MintToken, MintedToken, Token},
+    tenant_for,
+};
+use crate::{
+    auth::{self, Claims, Principal, TokenError, keys},
+    domain::{FieldError, Role},
+    store::{self, tokens::TokenRow},
+};
+
+/// Default token lifetime.
+pub const DEFAULT_TTL_SECONDS: i64 = 24 * 3600;
+
+/// Converts a row to the API shape.
+pub fn to_model(row: TokenRow) -> Token {
+    Token {
+        id: row.jti,
+        role: row.role.parse().unwrap_or(Role::TenantViewer),
+        description: row.description,
+        created_by: row.created_by,
+        created_at: row.created_at,
+        expires_at: row.expires_at,
+        revoked_at: row.revoked_at,
+    }
+}
+
+/// Mints a token for `tenant` (None = platform admin) without an authorization check: the caller
+/// has done it (API) or has database access (the `token mint` CLI).
+pub async fn mint_unchecked(
+    ctx: &Ctx,
+    tenant: Option<Uuid>,
+    role: Role,
+    ttl_seconds: i64,
+    description: &str,
+    created_by: &str,
+) -> Result<MintedToken> {
+    if (role == Role::PlatformAdmin) != tenant.is_none() {
+        return Err(FieldError::new(
+            "role",
+            "platform-admin tokens belong to no tenant; tenant tokens cannot be platform-admin",
+        )
+        .into());
+    }
+    if !(60..=auth::MAX_TOKEN_TTL_SECONDS).contains(&ttl_seconds) {
+        return Err(FieldError::new("ttlSeconds", "must be between 60 seconds and 366 days").into());
+    }
+    let key = keys::active(&ctx.db, &ctx.server_key, tenant)
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let now = Utc::now();
+    let expires_at = now + Duration::seconds(ttl_seconds);
+    let jti = Uuid::new_v4();
+    let row = store::tokens::insert(
+        &ctx.db,
+        jti,
+        tenant,
+        role.as_str(),
+        description,
+        created_by,
+        expires_at,
+    )
+    .await?;
+    let claims = Claims {
+        iss: ctx.tokens.issuer.clone(),
+        aud: ctx.tokens.audience.clone(),
+        sub: if description.is_empty() {
+            created_by.to_string()
+        } else {
+            description.to_string()
+        },
+        jti,
+        tid: tenant,
+        role,
+        iat: now.timestamp(),
+        nbf: now.timestamp(),
+        exp: expires_at.timestamp(),
+    };
+    let token = auth::sign(&claims, &key.kid, &key.pkcs8)
+        .map_err(|e| ServiceError::Internal(format!("sign: {e}")))?;
+    Ok(MintedToken {
+        token,
+        record: to_model(row),
+    })
+}
+
+/// Mints a token in a tenant (tenant admins; never above tenant-admin).
+pub async fn mint(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    input: MintToken,
+    request_id: Option<&str>,
+) -> Result<MintedToken> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    if input.role == Role::PlatformAdmin {
+        return Err(FieldError::new(
+            "role",
+            "a tenant token can be tenant-admin, tenant-member or tenant-viewer",
+        )
+        .into());
+    }
+    let ttl = input.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
+    let minted = mint_unchecked(
+        ctx,
+        Some(tenant.id),
+        input.role,
+        ttl,
+        &input.description,
+        &who.actor(),
+    )
+    .await?;
+    store::audit(
+        &ctx.db,
+        Some(tenant.id),
+        &who.actor(),
+        "token.mint",
+        "token",
+        &minted.record.id.to_string(),
+        request_id,
+        serde_json::json!({"role": input.role}),
+    )
+    .await?;
+    Ok(minted)
+}
+
+/// A tenant's tokens.
+pub async fn list(ctx: &Ctx, who: &Principal, slug: &str) -> Result<Vec<Token>> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    Ok(store::tokens::list(&ctx.db, tenant.id)
+        .await?
+        .into_iter()
+        .map(to_model)
+        .collect())
+}
+
+/// Revokes a tenant's token; effective on its next request.
+pub async fn revoke(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    jti: &str,
+    request_id: Option<&str>,
+) -> Result<Token> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    let jti = super::parse_id(jti, "token")?;
+    let row = store::tokens::revoke(&ctx.db, tenant.id, jti)
+        .await?
+        .ok_or(ServiceError::NotFound("token"))?;
+    store::audit(
+        &ctx.db,
+        Some(tenant.id),
+        &who.actor(),
+        "token.revoke",
+        "token",
+        &jti.to_string(),
+        request_id,
+        serde_json::json!({}),
+    )
+    .await?;
+    Ok(to_model(row))
+}
+
+/// Rotates a tenant's signing key; tokens signed by the old key keep working until they expire.
+pub async fn rotate_signing_key(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    request_id: Option<&str>,
+) -> Result<String> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    let mut tx = ctx.db.begin().await?;
+    let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id))
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    store::audit(
+        &mut *tx,
+        Some(tenant.id),
+        &who.actor(),
+        "signing-key.rotate",
+        "signing-key",
+        &kid,
+        request_id,
+        serde_json::json!({}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(kid)
+}
+
+/// Authenticates a bearer token: signature, claims, key ownership and the revocation list.
+pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Principal, TokenError> {
+    let kid = auth::token_kid(token)?;
+    let key = keys::verifying(&ctx.db, &kid)
+        .await
+        .map_err(|_| TokenError::Invalid("key lookup failed"))?
+        .ok_or(TokenError::UnknownKey)?;
+    let claims = auth::verify(token, &key.public_key, &ctx.tokens)?;
+    if key.tenant_id != claims.tid {
+        return Err(TokenError::Invalid(
+            "the signing key does not belong to the token's tenant",
+        ));
+    }
+    let row = store::tokens::get(&ctx.db, claims.jti)
+        .await
+        .map_err(|_| TokenError::Invalid("token lookup failed"))?
+        .ok_or(TokenError::Revoked)?;
+    if row.revoked_at.is_some()
+        || row.tenant_id != claims.tid
+        || row.role != claims.role.as_str()
+        || row.expires_at <= Utc::now()
+    {
+        return Err(TokenError::Revoked);
+    }
+    Ok(Principal {
+        jti: claims.jti,
+        tenant_id: claims.tid,
+        role: claims.role,
+        subject: claims.sub,
+        expires_at: row.expires_at,
+    })
+}

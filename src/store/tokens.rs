@@ -1,0 +1,93 @@
+//! API tokens (the revocation list is the table itself).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// A token row (never the token itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    /// Token id.
+    pub jti: Uuid,
+    /// Tenant (None = platform admin).
+    pub tenant_id: Option<Uuid>,
+    /// Role.
+    pub role: String,
+    /// Description.
+    pub description: String,
+    /// Who minted it.
+    pub created_by: String,
+    /// Minted at.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Revoked at.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Records a minted token.
+pub async fn insert(
+    db: impl PgExecutor<'_>,
+    jti: Uuid,
+    tenant: Option<Uuid>,
+    role: &str,
+    description: &str,
+    created_by: &str,
+    expires_at: DateTime<Utc>,
+) -> Result<TokenRow, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenRow,
+        "insert into api_tokens (jti, tenant_id, role, description, created_by, expires_at) values ($1, $2, $3, $4, $5, $6)
+         returning jti, tenant_id, role, description, created_by, created_at, expires_at, revoked_at",
+        jti,
+        tenant,
+        role,
+        description,
+        created_by,
+        expires_at
+    )
+    .fetch_one(db)
+    .await?)
+}
+
+/// A token by jti (for verification).
+pub async fn get(db: impl PgExecutor<'_>, jti: Uuid) -> Result<Option<TokenRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenRow,
+        "select jti, tenant_id, role, description, created_by, created_at, expires_at, revoked_at from api_tokens where jti = $1",
+        jti
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+/// A tenant's tokens, newest first.
+pub async fn list(db: impl PgExecutor<'_>, tenant: Uuid) -> Result<Vec<TokenRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenRow,
+        "select jti, tenant_id, role, description, created_by, created_at, expires_at, revoked_at
+         from api_tokens where tenant_id = $1 order by created_at desc, jti",
+        tenant
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Revokes a tenant's token; returns the row, or None if the tenant has no such token.
+pub async fn revoke(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    jti: Uuid,
+) -> Result<Option<TokenRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenRow,
+        "update api_tokens set revoked_at = coalesce(revoked_at, now()) where tenant_id = $1 and jti = $2
+         returning jti, tenant_id, role, description, created_by, created_at, expires_at, revoked_at",
+        tenant,
+        jti
+    )
+    .fetch_optional(db)
+    .await?)
+}

@@ -1,0 +1,525 @@
+//! The control-plane lifecycle: create, read, update with ETags, delete, operations, pagination.
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::{spawn_app, tenant_id};
+
+#[tokio::test]
+async fn create_records_spec_operation_outbox_and_audit_in_one_transaction() {
+    let app = spawn_app().await;
+    let slug = app.tenant("life").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(
+                json!({"name": "prod", "kubernetesVersion": "v1.33.2", "replicas": 3, "sizeClass": "medium",
+                        "offload": "auto", "labels": {"env": "prod"}, "datastore": {"pool": "gold"}}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let cp = &r.body["controlPlane"];
+    let op = &r.body["operation"];
+    assert_eq!(cp["name"], "prod");
+    assert_eq!(cp["kubernetesVersion"], "v1.33.2");
+    assert_eq!(cp["replicas"], 3);
+    assert_eq!(cp["serviceType"], "ClusterIP");
+    assert_eq!(cp["port"], 6443);
+    assert_eq!(cp["sizeClass"], "medium");
+    assert_eq!(cp["offload"], "auto");
+    assert_eq!(cp["datastore"], json!({"pool": "gold"}));
+    assert_eq!(
+        cp["addons"],
+        json!({"coreDNS": true, "kubeProxy": true, "konnectivity": false})
+    );
+    assert_eq!(cp["phase"], "Pending");
+    assert_eq!(cp["generation"], 1);
+    assert_eq!(
+        (op["kind"].as_str(), op["state"].as_str()),
+        (Some("create"), Some("pending"))
+    );
+    assert_eq!(r.headers["etag"], "\"1\"");
+    assert_eq!(
+        r.headers["location"].to_str().unwrap(),
+        format!("/api/v1/tenants/{slug}/operations/{}", op["id"].as_str().unwrap())
+    );
+
+    let id: uuid::Uuid = cp["id"].as_str().unwrap().parse().unwrap();
+    let outbox: Vec<(String, Value)> =
+        sqlx::query_as("select kind, payload from outbox where control_plane_id = $1")
+            .bind(id)
+            .fetch_all(&app.ctx.db)
+            .await
+            .unwrap();
+    assert_eq!(outbox, vec![("apply".to_string(), json!({"generation": 1}))]);
+    let audit: Vec<(String, String)> = sqlx::query_as(
+        "select action, target_id from audit_log where tenant_id = $1 and target_kind = 'control-plane'",
+    )
+    .bind(tenant_id(&app, &slug).await)
+    .fetch_all(&app.ctx.db)
+    .await
+    .unwrap();
+    assert_eq!(audit, vec![("control-plane.create".to_string(), id.to_string())]);
+
+    let op_reply = app
+        .call(
+            Method::GET,
+            r.headers["location"].to_str().unwrap(),
+            Some(&member),
+            None,
+        )
+        .await;
+    assert_eq!(op_reply.status, StatusCode::OK);
+    assert_eq!(op_reply.body, *op);
+}
+
+#[tokio::test]
+async fn a_failed_create_leaves_no_trace() {
+    let app = spawn_app().await;
+    let slug = app.tenant("atomic").await;
+    let member = app.token(&slug, "tenant-member").await;
+    app.control_plane(&slug, &member, "dup").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(json!({"name": "dup", "kubernetesVersion": "v1.33.2"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(
+        r.body["detail"],
+        "a control plane named \"dup\" already exists in this tenant"
+    );
+    let counts: (i64, i64, i64) = sqlx::query_as(
+        "select (select count(*) from control_planes), (select count(*) from operations), (select count(*) from outbox)",
+    )
+    .fetch_one(&app.ctx.db)
+    .await
+    .unwrap();
+    assert_eq!(counts, (1, 1, 1));
+}
+
+#[tokio::test]
+async fn update_honours_if_match_and_version_rules() {
+    let app = spawn_app().await;
+    let slug = app.tenant("etag").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &member, "api").await;
+    let path = format!(
+        "/api/v1/tenants/{slug}/control-planes/{}",
+        created["controlPlane"]["id"].as_str().unwrap()
+    );
+
+    let got = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(got.headers["etag"], "\"1\"");
+
+    let ok = app
+        .call_with(
+            Method::PATCH,
+            &path,
+            Some(&member),
+            Some(json!({"kubernetesVersion": "v1.34.0", "replicas": 0})),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::ACCEPTED, "{}", ok.text);
+    assert_eq!(ok.body["controlPlane"]["generation"], 2);
+    assert_eq!(ok.body["controlPlane"]["kubernetesVersion"], "v1.34.0");
+    assert_eq!(ok.body["controlPlane"]["replicas"], 0);
+    assert_eq!(ok.body["operation"]["kind"], "update");
+    assert_eq!(ok.headers["etag"], "\"2\"");
+
+    let stale = app
+        .call_with(
+            Method::PATCH,
+            &path,
+            Some(&member),
+            Some(json!({"replicas": 2})),
+            &[("if-match", "\"1\"")],
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(stale.headers["etag"], "\"2\"");
+    assert_eq!(stale.headers["content-type"], "application/problem+json");
+
+    let down = app
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&member),
+            Some(json!({"kubernetesVersion": "v1.33.9"})),
+        )
+        .await;
+    assert_eq!(down.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        down.body["errors"],
+        json!([{"field": "kubernetesVersion", "message": "downgrading from v1.34.0 to v1.33.9 is not supported"}])
+    );
+
+    let final_state = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(
+        final_state.body["generation"], 2,
+        "a refused update must not change anything"
+    );
+}
+
+#[tokio::test]
+async fn upgrades_cannot_skip_a_minor() {
+    let app = spawn_app().await;
+    let slug = app.tenant("skip").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(json!({"name": "old", "kubernetesVersion": "v1.31.0"})),
+        )
+        .await;
+    let path = format!(
+        "/api/v1/tenants/{slug}/control-planes/{}",
+        r.body["controlPlane"]["id"].as_str().unwrap()
+    );
+    let skip = app
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&member),
+            Some(json!({"kubernetesVersion": "v1.33.0"})),
+        )
+        .await;
+    assert_eq!(skip.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        skip.body["errors"][0]["message"],
+        "upgrading from v1.31.0 to v1.33.0 skips a minor version: upgrade to v1.32.x first"
+    );
+}
+
+#[tokio::test]
+async fn delete_is_accepted_once_and_repeats_the_same_operation() {
+    let app = spawn_app().await;
+    let slug = app.tenant("del").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let created = app.control_plane(&slug, &admin, "gone").await;
+    let path = format!(
+        "/api/v1/tenants/{slug}/control-planes/{}",
+        created["controlPlane"]["id"].as_str().unwrap()
+    );
+    let first = app.call(Method::DELETE, &path, Some(&admin), None).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    assert_eq!(first.body["operation"]["kind"], "delete");
+    assert_eq!(first.body["controlPlane"]["phase"], "Deleting");
+    let second = app.call(Method::DELETE, &path, Some(&admin), None).await;
+    assert_eq!(second.status, StatusCode::ACCEPTED);
+    assert_eq!(second.body["operation"]["id"], first.body["operation"]["id"]);
+    let outbox: Vec<String> = sqlx::query_scalar("select kind from outbox order by id")
+        .fetch_all(&app.ctx.db)
+        .await
+        .unwrap();
+    assert_eq!(outbox, vec!["apply", "delete"]);
+    let patch = app
+        .call(Method::PATCH, &path, Some(&admin), Some(json!({"replicas": 1})))
+        .await;
+    assert_eq!(patch.status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_the_first_response_and_refuses_another_body() {
+    let app = spawn_app().await;
+    let slug = app.tenant("idem").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let path = format!("/api/v1/tenants/{slug}/control-planes");
+    let body = json!({"name": "once", "kubernetesVersion": "v1.33.2"});
+    let first = app
+        .call_with(
+            Method::POST,
+            &path,
+            Some(&member),
+            Some(body.clone()),
+            &[("idempotency-key", "k-1")],
+        )
+        .await;
+    let again = app
+        .call_with(
+            Method::POST,
+            &path,
+            Some(&member),
+            Some(body.clone()),
+            &[("idempotency-key", "k-1")],
+        )
+        .await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    assert_eq!(again.status, StatusCode::ACCEPTED);
+    assert_eq!(again.body, first.body);
+    assert_eq!(again.headers["location"], first.headers["location"]);
+    let other = app
+        .call_with(
+            Method::POST,
+            &path,
+            Some(&member),
+            Some(json!({"name": "twice", "kubernetesVersion": "v1.33.2"})),
+            &[("idempotency-key", "k-1")],
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(other.body["title"], "Idempotency-Key reused");
+    let count: i64 = sqlx::query_scalar("select count(*) from control_planes")
+        .fetch_one(&app.ctx.db)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_create_exactly_one_control_plane() {
+    let app = spawn_app().await;
+    let slug = app.tenant("race").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let path = format!("/api/v1/tenants/{slug}/control-planes");
+    let body = json!({"name": "raced", "kubernetesVersion": "v1.33.2"});
+    let calls = (0..10).map(|_| {
+        app.call_with(
+            Method::POST,
+            &path,
+            Some(&member),
+            Some(body.clone()),
+            &[("idempotency-key", "same")],
+        )
+    });
+    let replies = futures::future::join_all(calls).await;
+    let ids: BTreeSet<String> = replies
+        .iter()
+        .map(|r| r.body["controlPlane"]["id"].to_string())
+        .collect();
+    assert!(
+        replies.iter().all(|r| r.status == StatusCode::ACCEPTED),
+        "{:?}",
+        replies.iter().map(|r| &r.text).collect::<Vec<_>>()
+    );
+    assert_eq!(ids.len(), 1);
+    let count: i64 = sqlx::query_scalar("select count(*) from control_planes")
+        .fetch_one(&app.ctx.db)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+}
+
+#[tokio::test]
+async fn pagination_has_no_duplicates_or_gaps_under_concurrent_inserts() {
+    let app = spawn_app().await;
+    let slug = app.tenant("pages").await;
+    let tenant = tenant_id(&app, &slug).await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    // 250 existing rows, inserted directly for speed.
+    sqlx::query(
+        "insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class)
+         select gen_random_uuid(), $1, 'cp-' || g, 'v1.33.2', 2, 'ClusterIP', 6443, 'small' from generate_series(1, 250) g",
+    )
+    .bind(tenant)
+    .execute(&app.ctx.db)
+    .await
+    .unwrap();
+    let before: BTreeSet<String> =
+        sqlx::query_scalar::<_, uuid::Uuid>("select id from control_planes where tenant_id = $1")
+            .bind(tenant)
+            .fetch_all(&app.ctx.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| u.to_string())
+            .collect();
+    let db = app.ctx.db.clone();
+    let writer = tokio::spawn(async move {
+        for i in 0..100 {
+            sqlx::query(
+                "insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class)
+                 values (gen_random_uuid(), $1, $2, 'v1.33.2', 2, 'ClusterIP', 6443, 'small')",
+            )
+            .bind(tenant)
+            .bind(format!("late-{i}"))
+            .execute(&db)
+            .await
+            .unwrap();
+        }
+    });
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/tenants/{slug}/control-planes?limit=37&cursor={c}"),
+            None => format!("/api/v1/tenants/{slug}/control-planes?limit=37"),
+        };
+        let r = app.call(Method::GET, &path, Some(&viewer), None).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        seen.extend(
+            r.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["id"].as_str().unwrap().to_string()),
+        );
+        pages += 1;
+        match r.body["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    writer.await.unwrap();
+    let unique: BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a page repeated an item");
+    assert!(
+        before.is_subset(&unique),
+        "{} existing rows were skipped",
+        before.difference(&unique).count()
+    );
+    assert!(pages >= 7);
+}
+
+#[tokio::test]
+async fn list_filters_by_status_version_and_label() {
+    let app = spawn_app().await;
+    let slug = app.tenant("filter").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let path = format!("/api/v1/tenants/{slug}/control-planes");
+    for (name, version, env) in [
+        ("a", "v1.33.2", "prod"),
+        ("b", "v1.34.1", "prod"),
+        ("c", "v1.34.1", "dev"),
+    ] {
+        let r = app
+            .call(
+                Method::POST,
+                &path,
+                Some(&member),
+                Some(json!({"name": name, "kubernetesVersion": version, "labels": {"env": env}})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED);
+    }
+    let names = |r: &super::Reply| {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(
+            &app.call(
+                Method::GET,
+                &format!("{path}?version=v1.34.1"),
+                Some(&member),
+                None
+            )
+            .await
+        ),
+        ["b", "c"]
+    );
+    assert_eq!(
+        names(
+            &app.call(
+                Method::GET,
+                &format!("{path}?label=env%3Dprod"),
+                Some(&member),
+                None
+            )
+            .await
+        ),
+        ["a", "b"]
+    );
+    assert_eq!(
+        names(
+            &app.call(
+                Method::GET,
+                &format!("{path}?status=Pending&version=v1.34.1&label=env%3Ddev"),
+                Some(&member),
+                None
+            )
+            .await
+        ),
+        ["c"]
+    );
+    assert!(
+        names(
+            &app.call(Method::GET, &format!("{path}?status=Ready"), Some(&member), None)
+                .await
+        )
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn kubeconfig_is_409_until_ready_then_comes_from_the_cluster_secret() {
+    let client = crate::support::client().await;
+    let ns = crate::support::namespace(&client, "kcfg").await;
+    let app = super::spawn_app_with(Some(client.clone())).await;
+    let slug = app.tenant("kcfg").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &member, "k").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/tenants/{slug}/control-planes/{id}/kubeconfig");
+    let early = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(early.status, StatusCode::CONFLICT);
+    assert_eq!(early.body["title"], "Not ready yet");
+
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "k-admin-kubeconfig"}, "stringData": {"admin.conf": "apiVersion: v1\nkind: Config\n"}})).unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, &ns)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    sqlx::query("update control_planes set phase = 'Ready', status = $2 where id = $1")
+        .bind(uuid::Uuid::parse_str(&id).unwrap())
+        .bind(json!({"kubeconfigSecret": {"namespace": ns, "name": "k-admin-kubeconfig"}}))
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let ready = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
+    assert_eq!(ready.headers["content-type"], "application/yaml");
+    assert_eq!(ready.text, "apiVersion: v1\nkind: Config\n");
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    assert_eq!(
+        app.call(Method::GET, &path, Some(&viewer), None).await.status,
+        StatusCode::FORBIDDEN
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_requests_per_route() {
+    let app = spawn_app().await;
+    let slug = app.tenant("metrics").await;
+    let member = app.token(&slug, "tenant-member").await;
+    app.control_plane(&slug, &member, "m").await;
+    let metrics = app.call(Method::GET, "/metrics", None, None).await.text;
+    assert!(
+        metrics.contains(r#"tenantplane_http_requests_total{method="POST",route="/api/v1/tenants/{tenant}/control-planes",status="202"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"tenantplane_http_request_duration_seconds_count{method="POST",route="/api/v1/tenants/{tenant}/control-planes"} 1"#));
+}
+
+#[tokio::test]
+async fn served_openapi_is_the_committed_document() {
+    let app = spawn_app().await;
+    let served = app.call(Method::GET, "/api/v1/openapi.json", None, None).await;
+    let committed: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/openapi.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        served.body, committed,
+        "schema/openapi.json is stale: run `cargo run -- openapi > schema/openapi.json`"
+    );
+    assert_eq!(committed["openapi"], "3.1.0");
+}

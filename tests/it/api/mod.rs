@@ -1,0 +1,190 @@
+//! The REST API over real HTTP against real PostgreSQL.
+
+mod auth_matrix;
+mod control_planes;
+mod errors;
+mod tokens;
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tenantplane::{
+    api::{self, AppState},
+    auth::{TokenSettings, keys::ServerKey},
+    domain::Role,
+    service::{self, Ctx},
+    store,
+};
+use uuid::Uuid;
+
+use crate::support;
+
+/// A running API server on a fresh database.
+pub struct App {
+    pub base: String,
+    pub ctx: Ctx,
+    pub admin: String,
+    pub http: reqwest::Client,
+}
+
+/// Starts `serve`'s router on a fresh, migrated database, in this test's runtime.
+pub async fn spawn_app() -> App {
+    spawn_app_with(None).await
+}
+
+/// The same, with a management-cluster client for kubeconfig downloads.
+pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
+    tenantplane::localenv::install_crypto_provider();
+    let url = support::fresh_database("api").await;
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(20)
+        .connect(&url)
+        .await
+        .unwrap();
+    store::MIGRATOR.run(&db).await.unwrap();
+    let key = ServerKey::generate_base64().unwrap();
+    let ctx = Ctx {
+        db,
+        server_key: Arc::new(ServerKey::from_base64(&key).unwrap()),
+        tokens: TokenSettings {
+            issuer: "https://tenantplane.test".into(),
+            audience: "tenantplane".into(),
+        },
+        versions: Default::default(),
+    };
+    let state = AppState {
+        ctx: ctx.clone(),
+        kube,
+        metrics: Arc::new(api::metrics::Metrics::default()),
+        public_url: "https://tenantplane.test".into(),
+        max_body_bytes: 64 * 1024,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, api::router(state)).await.unwrap() });
+    let admin = service::tokens::mint_unchecked(&ctx, None, Role::PlatformAdmin, 3600, "test admin", "tests")
+        .await
+        .unwrap()
+        .token;
+    App {
+        base: format!("http://{addr}"),
+        ctx,
+        admin,
+        http: reqwest::Client::new(),
+    }
+}
+
+/// A response: status, headers and JSON (or text wrapped in a JSON string).
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl App {
+    /// Sends a request with an optional bearer token and JSON body.
+    pub async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Reply {
+        self.call_with(method, path, token, body, &[]).await
+    }
+
+    /// The same, with extra headers.
+    pub async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// Creates a tenant as platform admin; returns its slug.
+    pub async fn tenant(&self, prefix: &str) -> String {
+        let slug = support::unique(prefix);
+        let r = self
+            .call(
+                Method::POST,
+                "/api/v1/tenants",
+                Some(&self.admin),
+                Some(json!({"slug": slug, "displayName": prefix})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        slug
+    }
+
+    /// Mints a token of `role` in tenant `slug` (through the API, as a tenant would).
+    pub async fn token(&self, slug: &str, role: &str) -> String {
+        let tenant = store::tenants::by_slug(&self.ctx.db, slug)
+            .await
+            .unwrap()
+            .unwrap();
+        let bootstrap = service::tokens::mint_unchecked(
+            &self.ctx,
+            Some(tenant.id),
+            Role::TenantAdmin,
+            3600,
+            "bootstrap",
+            "tests",
+        )
+        .await
+        .unwrap()
+        .token;
+        let r = self
+            .call(
+                Method::POST,
+                &format!("/api/v1/tenants/{slug}/tokens"),
+                Some(&bootstrap),
+                Some(json!({"role": role, "ttlSeconds": 3600})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        r.body["token"].as_str().unwrap().to_string()
+    }
+
+    /// Creates a control plane; returns the 202 body.
+    pub async fn control_plane(&self, slug: &str, token: &str, name: &str) -> Value {
+        let r = self
+            .call(
+                Method::POST,
+                &format!("/api/v1/tenants/{slug}/control-planes"),
+                Some(token),
+                Some(json!({"name": name, "kubernetesVersion": "v1.33.2"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+        r.body
+    }
+}
+
+/// Tenant id of `slug`.
+pub async fn tenant_id(app: &App, slug: &str) -> Uuid {
+    store::tenants::by_slug(&app.ctx.db, slug)
+        .await
+        .unwrap()
+        .unwrap()
+        .id
+}

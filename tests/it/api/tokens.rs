@@ -1,0 +1,248 @@
+//! Tokens: JWKS and discovery, rotation, revocation, role limits and the bootstrap CLI.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use tenantplane::{auth, store};
+
+use super::spawn_app;
+
+#[tokio::test]
+async fn jwks_publishes_keys_that_verify_minted_tokens() {
+    let app = spawn_app().await;
+    let slug = app.tenant("jwks").await;
+    let token = app.token(&slug, "tenant-viewer").await;
+    let jwks = app.call(Method::GET, "/.well-known/jwks.json", None, None).await;
+    assert_eq!(jwks.status, StatusCode::OK);
+    let kid = auth::token_kid(&token).unwrap();
+    let jwk = jwks.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == kid.as_str())
+        .expect("the token's key is published")
+        .clone();
+    assert_eq!(
+        (
+            jwk["kty"].as_str(),
+            jwk["crv"].as_str(),
+            jwk["alg"].as_str(),
+            jwk["use"].as_str()
+        ),
+        (Some("OKP"), Some("Ed25519"), Some("EdDSA"), Some("sig"))
+    );
+    // Verify with the published key only, as a third party would.
+    let key = jsonwebtoken::DecodingKey::from_ed_components(jwk["x"].as_str().unwrap()).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    validation.set_audience(&["tenantplane"]);
+    validation.set_issuer(&["https://tenantplane.test"]);
+    let claims = jsonwebtoken::decode::<serde_json::Value>(&token, &key, &validation)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["role"], "tenant-viewer");
+    assert_eq!(claims["tid"], super::tenant_id(&app, &slug).await.to_string());
+    assert!(
+        jwks.text.find("\"d\"").is_none(),
+        "the JWKS must not contain private key material"
+    );
+
+    let discovery = app
+        .call(Method::GET, "/.well-known/openid-configuration", None, None)
+        .await;
+    assert_eq!(discovery.body["issuer"], "https://tenantplane.test");
+    assert_eq!(
+        discovery.body["jwks_uri"],
+        "https://tenantplane.test/.well-known/jwks.json"
+    );
+    assert_eq!(
+        discovery.body["id_token_signing_alg_values_supported"],
+        json!(["EdDSA"])
+    );
+}
+
+#[tokio::test]
+async fn private_keys_are_encrypted_at_rest() {
+    let app = spawn_app().await;
+    let slug = app.tenant("sealed").await;
+    app.token(&slug, "tenant-viewer").await;
+    let rows: Vec<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("select public_key, private_key_ciphertext from signing_keys")
+            .fetch_all(&app.ctx.db)
+            .await
+            .unwrap();
+    assert!(!rows.is_empty());
+    for (public, ciphertext) in rows {
+        // A PKCS#8 Ed25519 key embeds its public key; the sealed blob must not.
+        assert!(!ciphertext.windows(public.len()).any(|w| w == public.as_slice()));
+        assert!(!ciphertext.starts_with(&[0x30]), "looks like plaintext DER");
+    }
+}
+
+#[tokio::test]
+async fn revocation_takes_effect_on_the_next_request() {
+    let app = spawn_app().await;
+    let slug = app.tenant("revoke").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    assert_eq!(
+        app.call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}"),
+            Some(&viewer),
+            None
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    let list = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}/tokens"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    let viewer_id = list
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["role"] == "tenant-viewer")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let revoked = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tenants/{slug}/tokens/{viewer_id}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK);
+    assert!(revoked.body["revokedAt"].is_string());
+    let after = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}"),
+            Some(&viewer),
+            None,
+        )
+        .await;
+    assert_eq!(after.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(after.body["detail"], "the token was revoked");
+    assert_eq!(
+        after.headers["www-authenticate"],
+        "Bearer error=\"invalid_token\""
+    );
+}
+
+#[tokio::test]
+async fn rotation_keeps_old_tokens_valid_and_signs_new_ones_with_the_new_key() {
+    let app = spawn_app().await;
+    let slug = app.tenant("rotate").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let old_kid = auth::token_kid(&admin).unwrap();
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/signing-keys/rotate"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let new_kid = r.body["kid"].as_str().unwrap().to_string();
+    assert_ne!(new_kid, old_kid);
+    assert_eq!(
+        app.call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}"),
+            Some(&admin),
+            None
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    let fresh = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/tokens"),
+            Some(&admin),
+            Some(json!({"role": "tenant-viewer"})),
+        )
+        .await;
+    assert_eq!(
+        auth::token_kid(fresh.body["token"].as_str().unwrap()).unwrap(),
+        new_kid
+    );
+    let jwks = app.call(Method::GET, "/.well-known/jwks.json", None, None).await;
+    let kids: Vec<&str> = jwks.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert!(kids.contains(&old_kid.as_str()) && kids.contains(&new_kid.as_str()));
+}
+
+#[tokio::test]
+async fn tenant_admins_cannot_mint_platform_admin_tokens() {
+    let app = spawn_app().await;
+    let slug = app.tenant("escalate").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/tokens"),
+            Some(&admin),
+            Some(json!({"role": "platform-admin"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.body["errors"][0]["field"], "role");
+    let viewer = app.call(Method::GET, "/api/v1/viewer", Some(&admin), None).await;
+    assert_eq!(viewer.body["role"], "tenant-admin");
+    assert_eq!(viewer.body["tenant"], slug.as_str());
+}
+
+#[tokio::test]
+async fn token_mint_cli_bootstraps_a_platform_admin() {
+    let url = crate::support::fresh_database("cli").await;
+    let key = tenantplane::auth::keys::ServerKey::generate_base64().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tenantplane"))
+        .args([
+            "token",
+            "mint",
+            "--platform-admin",
+            "--description",
+            "first admin",
+        ])
+        .env("DATABASE_URL", &url)
+        .env("TENANTPLANE_ENCRYPTION_KEY", &key)
+        .env("TENANTPLANE_ISSUER", "https://tenantplane.test")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    let ctx = tenantplane::service::Ctx {
+        db,
+        server_key: std::sync::Arc::new(tenantplane::auth::keys::ServerKey::from_base64(&key).unwrap()),
+        tokens: tenantplane::auth::TokenSettings {
+            issuer: "https://tenantplane.test".into(),
+            audience: "tenantplane".into(),
+        },
+        versions: Default::default(),
+    };
+    let principal = tenantplane::service::tokens::authenticate(&ctx, &token)
+        .await
+        .unwrap();
+    assert_eq!(principal.role, tenantplane::domain::Role::PlatformAdmin);
+    assert_eq!(principal.tenant_id, None);
+    assert_eq!(principal.subject, "first admin");
+    let rows = store::tenants::list(&ctx.db).await.unwrap();
+    assert!(rows.is_empty());
+}
