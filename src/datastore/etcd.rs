@@ -159,7 +159,12 @@ impl EtcdDriver {
         let endpoint = self.endpoint_label.clone();
         match error {
             E::GRpcStatus(status) => {
-                let message = status.message().to_string();
+                // The message alone says "tcp connect error"; the sources say why.
+                let mut message = status.message().to_string();
+                if let Some(source) = std::error::Error::source(&status) {
+                    message.push_str(": ");
+                    message.push_str(&error_chain(source));
+                }
                 match status.code() {
                     Code::Unavailable if is_tls_failure(&message) => DatastoreError::InvalidConfig {
                         driver: KIND,
