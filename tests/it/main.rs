@@ -6,6 +6,7 @@
 )]
 
 mod crds;
+mod datastore;
 mod serve;
 mod smoke;
 mod support;
