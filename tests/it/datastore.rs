@@ -1,5 +1,8 @@
 //! The datastore drivers against real servers: a TLS etcd with auth, the shared PostgreSQL and MariaDB,
 //! and a NATS server per test (a NATS DataStore holds one tenant). Every test uses unique names.
+//!
+//! The local PostgreSQL trusts every connection (`initdb --auth=trust`), so there the isolation test
+//! rests on the `CONNECT` privilege; passwords are proven on MariaDB, which checks them.
 
 use futures_util::StreamExt as _;
 use rcgen::{BasicConstraints, CertificateParams, DnType, DnValue, IsCa, KeyPair, KeyUsagePurpose};
@@ -519,6 +522,39 @@ async fn postgres_refuses_to_touch_a_database_owned_by_someone_else() {
     }
     assert_eq!(pg_database(&mut admin, &db).await.unwrap().0, stranger);
     assert_eq!(pg_role(&mut admin, tenant.user()).await, None);
+}
+
+#[tokio::test]
+async fn postgres_works_with_a_datastore_user_that_has_only_createdb_and_createrole() {
+    let mut admin = pg_admin().await;
+    let operator = name("operator");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "create role \"{operator}\" login createdb createrole"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let mut settings = pg_settings();
+    settings.username = operator.clone();
+    let driver = PostgresDriver::new(settings).unwrap();
+    driver.check().await.unwrap();
+    let tenant = TenantSpace::from_uid(&name("pgop")).unwrap();
+    let creds = sql_creds(driver.provision(&tenant).await.unwrap());
+    let user = tenant.user().to_string();
+    assert_eq!(
+        pg_database(&mut admin, tenant.schema()).await,
+        Some((user.clone(), Some(vec![format!("\"{user}\"=CTc/\"{user}\"")])))
+    );
+    PgConnection::connect(&pg_url(&creds, tenant.schema()))
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    driver.provision(&tenant).await.unwrap();
+    driver.deprovision(&tenant).await.unwrap();
+    assert_eq!(pg_database(&mut admin, tenant.schema()).await, None);
+    assert_eq!(pg_role(&mut admin, &user).await, None);
 }
 
 // ----------------------------------------------------------------------------------------- MariaDB
