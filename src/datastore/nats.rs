@@ -13,6 +13,8 @@
 //!   with another name exists, before creating anything. Two tenants provisioned at the same moment are
 //!   settled after creation: the older bucket (by creation time, then name) stays, and the newer one is
 //!   deleted again and refused.
+//! - A stream `KV_<bucket>` without kine's description belongs to something else: provisioning and
+//!   deprovisioning leave it alone and fail with [`DatastoreError::ForeignObject`].
 
 use std::time::Duration;
 
@@ -84,6 +86,18 @@ pub fn bucket_name(schema: &str) -> String {
             }
         })
         .collect()
+}
+
+/// What stream `KV_<bucket>` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BucketState {
+    Absent,
+    Kine,
+    Foreign,
+}
+
+fn is_not_found(kind: GetStreamErrorKind) -> bool {
+    matches!(kind, GetStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND)
 }
 
 /// A tenant's kine bucket found on the server.
@@ -238,13 +252,39 @@ impl NatsDriver {
         }
     }
 
-    /// Deletes bucket `bucket`; a missing bucket is fine.
+    /// Whether stream `KV_<bucket>` exists, and whether it is a kine bucket.
+    async fn bucket_state(
+        &self,
+        js: &jetstream::Context,
+        bucket: &str,
+    ) -> Result<BucketState, DatastoreError> {
+        match js.get_stream(format!("KV_{bucket}")).await {
+            Ok(stream)
+                if stream.cached_info().config.description.as_deref() == Some(KINE_BUCKET_DESCRIPTION) =>
+            {
+                Ok(BucketState::Kine)
+            }
+            Ok(_) => Ok(BucketState::Foreign),
+            Err(e) if is_not_found(e.kind()) => Ok(BucketState::Absent),
+            Err(e) => Err(self.backend("look up the tenant bucket", &e)),
+        }
+    }
+
+    fn foreign(&self, bucket: &str) -> DatastoreError {
+        DatastoreError::ForeignObject {
+            driver: KIND,
+            endpoint: self.endpoint_label.clone(),
+            message: format!(
+                "stream KV_{bucket} exists but is not a kine bucket (its description is not {KINE_BUCKET_DESCRIPTION:?})"
+            ),
+        }
+    }
+
+    /// Deletes the kine bucket `bucket`; a missing bucket is fine.
     async fn delete_bucket(&self, js: &jetstream::Context, bucket: &str) -> Result<(), DatastoreError> {
         match js.delete_stream(format!("KV_{bucket}")).await {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.kind(), GetStreamErrorKind::JetStream(j) if j.error_code() == ErrorCode::STREAM_NOT_FOUND) => {
-                Ok(())
-            }
+            Err(e) if is_not_found(e.kind()) => Ok(()),
             Err(e) => Err(self.backend("delete the tenant bucket", &e)),
         }
     }
@@ -256,7 +296,11 @@ impl NatsDriver {
         if let Some(holder) = before.iter().find(|b| b.name != bucket) {
             return Err(self.in_use(&holder.name, &bucket));
         }
-        let created_now = !before.iter().any(|b| b.name == bucket);
+        let created_now = match self.bucket_state(&js, &bucket).await? {
+            BucketState::Kine => false,
+            BucketState::Absent => true,
+            BucketState::Foreign => return Err(self.foreign(&bucket)),
+        };
         if created_now {
             js.create_key_value(jetstream::kv::Config {
                 bucket: bucket.clone(),
@@ -286,7 +330,12 @@ impl NatsDriver {
 
     async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         let js = self.connect().await?;
-        self.delete_bucket(&js, &bucket_name(tenant.schema())).await
+        let bucket = bucket_name(tenant.schema());
+        match self.bucket_state(&js, &bucket).await? {
+            BucketState::Absent => Ok(()),
+            BucketState::Foreign => Err(self.foreign(&bucket)),
+            BucketState::Kine => self.delete_bucket(&js, &bucket).await,
+        }
     }
 }
 

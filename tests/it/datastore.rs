@@ -889,6 +889,32 @@ async fn nats_refuses_a_second_tenant_and_creates_no_bucket_for_it() {
     );
 }
 
+#[tokio::test]
+async fn nats_leaves_a_non_kine_bucket_with_the_tenants_name_alone() {
+    let (nats, driver) = nats_with_driver("ds-nats-foreign").await;
+    let tenant = TenantSpace::from_uid(&name("app")).unwrap();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let kv = async_nats::jetstream::new(client)
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: tenant.schema().into(),
+            description: "an application's own bucket".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    kv.put("key", "value".into()).await.unwrap();
+    let before = nats_streams(&nats).await;
+    for err in [
+        driver.provision(&tenant).await.unwrap_err(),
+        driver.deprovision(&tenant).await.unwrap_err(),
+    ] {
+        assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
+        assert!(err.to_string().contains("is not a kine bucket"), "{err}");
+    }
+    assert_eq!(nats_streams(&nats).await, before);
+    assert_eq!(kv.get("key").await.unwrap().unwrap().as_ref(), b"value");
+}
+
 // ----------------------------------------------------------------------------------------- errors
 
 #[tokio::test]
