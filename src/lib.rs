@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod datastore;
 pub mod k8s;
 pub mod localenv;
 pub mod service;

@@ -61,21 +61,16 @@ impl TinyCa {
         })
     }
 
-    /// Loads an existing CA from its PEM certificate's subject and its PEM private key.
-    pub fn from_pem(common_name: &str, ca: CertKey) -> Result<Self, rcgen::Error> {
+    /// Loads an existing CA from its PEM certificate and PEM private key (PKCS#8, or SEC1 for EC keys).
+    ///
+    /// Certificates it issues name the CA certificate's exact subject as their issuer (read from the PEM,
+    /// keeping each attribute's string type, so verifiers that compare raw names find the CA) and carry its
+    /// subject key identifier as their authority key identifier. It does not check that the key belongs to
+    /// the certificate; callers that take both from users should.
+    pub fn from_pem(ca: CertKey) -> Result<Self, rcgen::Error> {
         let key = KeyPair::from_pem(&ca.key_pem)?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::CrlSign,
-        ];
-        Ok(Self {
-            issuer: Issuer::new(params, key),
-            ca,
-        })
+        let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, key)?;
+        Ok(Self { issuer, ca })
     }
 
     /// Issues a serving certificate for the given DNS names and IP addresses (also usable as a client).
@@ -98,19 +93,20 @@ impl TinyCa {
 
     /// Issues a client certificate with CN = `user` (none when empty) and O = each of `groups`.
     pub fn client(&self, user: &str, groups: &[&str]) -> Result<CertKey, rcgen::Error> {
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name = rcgen::DistinguishedName::new();
-        if !user.is_empty() {
-            params.distinguished_name.push(DnType::CommonName, user);
-        }
-        for group in groups {
-            params.distinguished_name.push(DnType::OrganizationName, *group);
-        }
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.sign(client_params(user, groups)?)
+    }
+
+    /// Like [`TinyCa::client`], valid from five minutes ago (clock skew) for `validity`.
+    pub fn client_valid_for(
+        &self,
+        user: &str,
+        groups: &[&str],
+        validity: std::time::Duration,
+    ) -> Result<CertKey, rcgen::Error> {
+        let mut params = client_params(user, groups)?;
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::minutes(5);
+        params.not_after = now + validity;
         self.sign(params)
     }
 
@@ -122,6 +118,23 @@ impl TinyCa {
             key_pem: key.serialize_pem(),
         })
     }
+}
+
+fn client_params(user: &str, groups: &[&str]) -> Result<CertificateParams, rcgen::Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    if !user.is_empty() {
+        params.distinguished_name.push(DnType::CommonName, user);
+    }
+    for group in groups {
+        params.distinguished_name.push(DnType::OrganizationName, *group);
+    }
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    Ok(params)
 }
 
 /// A fresh key pair in PEM (private PKCS#8, public SPKI), for service-account token signing.

@@ -7,6 +7,7 @@
 
 mod api;
 mod crds;
+mod datastore;
 mod serve;
 mod smoke;
 mod support;

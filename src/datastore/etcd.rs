@@ -1,0 +1,468 @@
+//! etcd: each tenant is an etcd user authenticated by certificate (CN = user, no password) holding one
+//! role, `<schema>`, with READWRITE on exactly the keys under `/<schema>/` (the trailing slash keeps
+//! `/cp-a/` from covering `/cp-aa/...`). The tenant's kube-apiserver runs with `--etcd-prefix=/<schema>`
+//! and a client certificate this driver mints with the DataStore's CA key.
+//!
+//! The driver talks gRPC with the DataStore's client certificate (etcd's JSON gateway ignores
+//! certificate CNs). Provisioning converges: it revokes permissions of the role other than the tenant's
+//! range and roles of the user other than `<schema>`. Deprovisioning removes access first (user, then
+//! role) and then deletes every key under `/<schema>/`, so a still-running apiserver cannot write keys
+//! back after they were deleted.
+
+use std::{fmt, time::Duration};
+
+use etcd_client::{
+    Certificate, Client, ConnectOptions, DeleteOptions, Identity, Permission, PermissionType,
+    RoleRevokePermissionOptions, TlsOptions, UserAddOptions,
+};
+
+use super::{
+    DEFAULT_TIMEOUT, DatastoreError, Driver, DriverKind, EtcdCredentials, TenantCredentials, TenantSpace,
+    refuse_reserved, split_host_port, with_timeout,
+};
+use crate::{
+    config::Secret,
+    localenv::pki::{CertKey, TinyCa},
+};
+
+const KIND: DriverKind = DriverKind::Etcd;
+
+/// Default validity of minted tenant client certificates.
+pub const DEFAULT_CERTIFICATE_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How to reach an etcd DataStore (Kamaji requires TLS with a client certificate and the CA key).
+#[derive(Clone)]
+pub struct EtcdSettings {
+    /// Endpoints, bare `host:port` (all are used).
+    pub endpoints: Vec<String>,
+    /// The CA certificate (PEM) that signed the servers' and clients' certificates.
+    pub ca_cert_pem: String,
+    /// The CA private key (PEM), to mint tenant client certificates.
+    pub ca_key_pem: Secret<String>,
+    /// The DataStore's client certificate (PEM); its CN must be an etcd user with the root role.
+    pub client_cert_pem: String,
+    /// The DataStore's client key (PEM).
+    pub client_key_pem: Secret<String>,
+    /// Time allowed to connect and for each request.
+    pub timeout: Duration,
+    /// Validity of minted tenant certificates.
+    pub certificate_validity: Duration,
+}
+
+impl EtcdSettings {
+    /// Settings with the default timeout and certificate validity.
+    pub fn new(
+        endpoints: Vec<String>,
+        ca: CertKey,
+        client_cert_pem: String,
+        client_key_pem: Secret<String>,
+    ) -> Self {
+        Self {
+            endpoints,
+            ca_cert_pem: ca.cert_pem,
+            ca_key_pem: Secret::new(ca.key_pem),
+            client_cert_pem,
+            client_key_pem,
+            timeout: DEFAULT_TIMEOUT,
+            certificate_validity: DEFAULT_CERTIFICATE_VALIDITY,
+        }
+    }
+}
+
+impl fmt::Debug for EtcdSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdSettings")
+            .field("endpoints", &self.endpoints)
+            .field("ca_cert_pem", &"<pem>")
+            .field("ca_key_pem", &self.ca_key_pem)
+            .field("client_cert_pem", &"<pem>")
+            .field("client_key_pem", &self.client_key_pem)
+            .field("timeout", &self.timeout)
+            .field("certificate_validity", &self.certificate_validity)
+            .finish()
+    }
+}
+
+/// The etcd driver.
+#[derive(Debug)]
+pub struct EtcdDriver {
+    settings: EtcdSettings,
+    ca: TinyCa,
+    urls: Vec<String>,
+    endpoint_label: String,
+}
+
+/// The key prefix of a schema, `/<schema>/`.
+pub fn prefix(schema: &str) -> String {
+    format!("/{schema}/")
+}
+
+/// The end of the key range that starts with `prefix` (etcd's `range_end`).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    crate::localenv::etcd::prefix_end(prefix)
+}
+
+impl EtcdDriver {
+    /// Checks the settings (endpoints, PEMs, that the CA key belongs to the CA certificate).
+    pub fn new(settings: EtcdSettings) -> Result<Self, DatastoreError> {
+        let invalid = |message: String| DatastoreError::InvalidConfig {
+            driver: KIND,
+            message,
+        };
+        if settings.endpoints.is_empty() {
+            return Err(invalid("no endpoints".into()));
+        }
+        for endpoint in &settings.endpoints {
+            split_host_port(KIND, endpoint)?;
+        }
+        ensure_key_matches_certificate(&settings.ca_cert_pem, settings.ca_key_pem.expose())?;
+        let ca = TinyCa::from_pem(CertKey {
+            cert_pem: settings.ca_cert_pem.clone(),
+            key_pem: settings.ca_key_pem.expose().clone(),
+        })
+        .map_err(|e| invalid(format!("cannot sign with the CA certificate and key: {e}")))?;
+        let urls = settings
+            .endpoints
+            .iter()
+            .map(|e| format!("https://{e}"))
+            .collect();
+        let endpoint_label = settings.endpoints.join(",");
+        Ok(Self {
+            settings,
+            ca,
+            urls,
+            endpoint_label,
+        })
+    }
+
+    async fn connect(&self) -> Result<Client, DatastoreError> {
+        let tls = TlsOptions::new()
+            .ca_certificate(Certificate::from_pem(&self.settings.ca_cert_pem))
+            .identity(Identity::from_pem(
+                &self.settings.client_cert_pem,
+                self.settings.client_key_pem.expose(),
+            ))
+            .timeout(self.settings.timeout);
+        let options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(self.settings.timeout)
+            .with_timeout(self.settings.timeout);
+        Client::connect(&self.urls, Some(options))
+            .await
+            .map_err(|e| self.error("connect", e))
+    }
+
+    /// Maps an etcd-client error to a [`DatastoreError`].
+    fn error(&self, operation: &'static str, error: etcd_client::Error) -> DatastoreError {
+        use etcd_client::Error as E;
+        use tonic::Code;
+        let endpoint = self.endpoint_label.clone();
+        match error {
+            E::GRpcStatus(status) => {
+                // The message alone says "tcp connect error"; the sources say why.
+                let mut message = status.message().to_string();
+                if let Some(source) = std::error::Error::source(&status) {
+                    message.push_str(": ");
+                    message.push_str(&error_chain(source));
+                }
+                match status.code() {
+                    Code::Unavailable if is_tls_failure(&message) => DatastoreError::InvalidConfig {
+                        driver: KIND,
+                        message: format!("TLS with {endpoint} failed: {message}"),
+                    },
+                    Code::Unavailable | Code::Cancelled | Code::Aborted => DatastoreError::Unreachable {
+                        driver: KIND,
+                        endpoint,
+                        message,
+                    },
+                    Code::DeadlineExceeded => DatastoreError::Timeout {
+                        driver: KIND,
+                        endpoint,
+                        operation,
+                        timeout: self.settings.timeout,
+                    },
+                    Code::Unauthenticated => DatastoreError::Unauthorized {
+                        driver: KIND,
+                        endpoint,
+                        message,
+                    },
+                    Code::PermissionDenied => DatastoreError::PermissionDenied {
+                        driver: KIND,
+                        endpoint,
+                        operation,
+                        message,
+                    },
+                    _ => DatastoreError::Backend {
+                        driver: KIND,
+                        endpoint,
+                        operation,
+                        message,
+                    },
+                }
+            }
+            E::TransportError(e) => DatastoreError::Unreachable {
+                driver: KIND,
+                endpoint,
+                message: error_chain(&e),
+            },
+            E::IoError(e) => DatastoreError::Unreachable {
+                driver: KIND,
+                endpoint,
+                message: e.to_string(),
+            },
+            E::InvalidArgs(m) | E::EndpointError(m) => DatastoreError::InvalidConfig {
+                driver: KIND,
+                message: m,
+            },
+            E::InvalidUri(e) => DatastoreError::InvalidConfig {
+                driver: KIND,
+                message: e.to_string(),
+            },
+            other => DatastoreError::Backend {
+                driver: KIND,
+                endpoint,
+                operation,
+                message: other.to_string(),
+            },
+        }
+    }
+
+    fn check_names(tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        refuse_reserved("schema", tenant.schema(), &["root"], &[])?;
+        refuse_reserved("user", tenant.user(), &["root"], &[])
+    }
+
+    async fn provision_inner(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        let (schema, user) = (tenant.schema(), tenant.user());
+        let prefix = prefix(schema);
+        let end = prefix_end(prefix.as_bytes());
+        let mut client = self.connect().await?;
+
+        ignore(
+            client
+                .user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
+                .await,
+            "etcdserver: user name already exists",
+        )
+        .map_err(|e| self.error("add the tenant user", e))?;
+        ignore(
+            client.role_add(schema).await,
+            "etcdserver: role name already exists",
+        )
+        .map_err(|e| self.error("add the tenant role", e))?;
+
+        // The role holds exactly one permission: READWRITE on [prefix, prefix_end).
+        let wanted = Permission::read_write(prefix.as_bytes()).with_range_end(end.clone());
+        let current = client
+            .role_get(schema)
+            .await
+            .map_err(|e| self.error("read the tenant role", e))?
+            .permissions();
+        for perm in &current {
+            let exact = perm.key() == prefix.as_bytes()
+                && perm.range_end() == end.as_slice()
+                && perm.get_type() == PermissionType::Readwrite as i32;
+            if !exact {
+                let options = RoleRevokePermissionOptions::new().with_range_end(perm.range_end().to_vec());
+                ignore(
+                    client
+                        .role_revoke_permission(schema, perm.key().to_vec(), Some(options))
+                        .await,
+                    "etcdserver: permission is not granted to the role",
+                )
+                .map_err(|e| self.error("revoke a foreign permission of the tenant role", e))?;
+            }
+        }
+        client
+            .role_grant_permission(schema, wanted)
+            .await
+            .map_err(|e| self.error("grant the tenant role its key range", e))?;
+
+        // The user holds exactly one role: `<schema>`.
+        let roles = client
+            .user_get(user)
+            .await
+            .map_err(|e| self.error("read the tenant user", e))?
+            .roles()
+            .to_vec();
+        for role in roles.iter().filter(|r| r.as_str() != schema) {
+            ignore(
+                client.user_revoke_role(user, role.as_str()).await,
+                "etcdserver: role is not granted to the user",
+            )
+            .map_err(|e| self.error("revoke a foreign role of the tenant user", e))?;
+        }
+        client
+            .user_grant_role(user, schema)
+            .await
+            .map_err(|e| self.error("grant the tenant role to the tenant user", e))?;
+
+        let cert = self
+            .ca
+            .client_valid_for(user, &[], self.settings.certificate_validity)
+            .map_err(|e| DatastoreError::InvalidConfig {
+                driver: KIND,
+                message: format!("cannot mint the tenant certificate: {e}"),
+            })?;
+        Ok(TenantCredentials::Etcd(EtcdCredentials {
+            user: user.to_string(),
+            prefix,
+            client_cert_pem: cert.cert_pem,
+            client_key_pem: Secret::new(cert.key_pem),
+            ca_cert_pem: self.settings.ca_cert_pem.clone(),
+        }))
+    }
+
+    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let (schema, user) = (tenant.schema(), tenant.user());
+        let mut client = self.connect().await?;
+        ignore(client.user_delete(user).await, "etcdserver: user name not found")
+            .map_err(|e| self.error("delete the tenant user", e))?;
+        ignore(
+            client.role_delete(schema).await,
+            "etcdserver: role name not found",
+        )
+        .map_err(|e| self.error("delete the tenant role", e))?;
+        client
+            .delete(prefix(schema), Some(DeleteOptions::new().with_prefix()))
+            .await
+            .map_err(|e| self.error("delete the tenant keys", e))?;
+        Ok(())
+    }
+}
+
+impl Driver for EtcdDriver {
+    fn kind(&self) -> DriverKind {
+        KIND
+    }
+
+    /// Lists the users: etcd allows that only to the root role, so it proves the client certificate is
+    /// root's (etcd-client 0.21 has no AuthStatus call).
+    async fn check(&self) -> Result<(), DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "check",
+            self.settings.timeout * 2,
+            async {
+                let mut client = self.connect().await?;
+                client
+                    .user_list()
+                    .await
+                    .map_err(|e| self.error("list users (root only)", e))?;
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn provision(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        Self::check_names(tenant)?;
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "provision",
+            self.settings.timeout * 4,
+            self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        Self::check_names(tenant)?;
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "deprovision",
+            self.settings.timeout * 4,
+            self.deprovision_inner(tenant),
+        )
+        .await
+    }
+}
+
+/// Treats the etcd error whose message is `benign` (e.g. "already exists") as success.
+fn ignore<T>(result: Result<T, etcd_client::Error>, benign: &str) -> Result<(), etcd_client::Error> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(etcd_client::Error::GRpcStatus(status)) if status.message() == benign => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_tls_failure(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    ["certificate", "tls handshake", "unknownissuer", "invalid peer"]
+        .iter()
+        .any(|needle| lower.contains(needle))
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// Fails unless `key_pem`'s public key is the one in `cert_pem`: certificates signed with another key
+/// would not verify, and etcd would refuse every tenant.
+fn ensure_key_matches_certificate(cert_pem: &str, key_pem: &str) -> Result<(), DatastoreError> {
+    let invalid = |message: String| DatastoreError::InvalidConfig {
+        driver: KIND,
+        message,
+    };
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|_| invalid("the CA certificate is not PEM".into()))?;
+    let cert = pem
+        .parse_x509()
+        .map_err(|_| invalid("the CA certificate is not a valid X.509 certificate".into()))?;
+    let key = rcgen::KeyPair::from_pem(key_pem)
+        .map_err(|_| invalid("the CA private key is not a PEM private key rcgen can sign with".into()))?;
+    if cert.public_key().raw != rcgen::PublicKeyData::subject_public_key_info(&key).as_slice() {
+        return Err(invalid(
+            "the CA private key does not belong to the CA certificate".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_has_a_trailing_slash_and_its_end_excludes_longer_names() {
+        assert_eq!(prefix("cp-a"), "/cp-a/");
+        assert_eq!(prefix_end(prefix("cp-a").as_bytes()), b"/cp-a0".to_vec());
+        // "/cp-aa/x" sorts after "/cp-a0"? No: 'a' > '0', so it is outside [/cp-a/, /cp-a0).
+        assert!(b"/cp-aa/x".as_slice() >= b"/cp-a0".as_slice());
+    }
+
+    #[test]
+    fn a_ca_key_from_another_ca_is_refused() {
+        let ca = TinyCa::new("ca-one").unwrap();
+        let other = TinyCa::new("ca-two").unwrap();
+        ensure_key_matches_certificate(&ca.ca.cert_pem, &ca.ca.key_pem).unwrap();
+        let err = ensure_key_matches_certificate(&ca.ca.cert_pem, &other.ca.key_pem).unwrap_err();
+        assert_eq!(err.reason(), "DataStoreInvalidConfig");
+        assert!(err.to_string().contains("does not belong"), "{err}");
+        assert!(!err.to_string().contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn root_is_not_a_tenant_name() {
+        let err = EtcdDriver::check_names(&TenantSpace::new("root", "t").unwrap()).unwrap_err();
+        assert_eq!(err.reason(), "TenantNameInvalid");
+        assert!(EtcdDriver::check_names(&TenantSpace::new("t", "ROOT").unwrap()).is_err());
+    }
+
+    #[test]
+    fn tls_failures_are_recognised() {
+        assert!(is_tls_failure("invalid peer certificate: UnknownIssuer"));
+        assert!(!is_tls_failure("tcp connect error: Connection refused"));
+    }
+}

@@ -1,0 +1,667 @@
+//! Datastore drivers: provision and remove each tenant's user and space on a shared datastore.
+//!
+//! One [`Driver`] per backend, each built from plain connection settings (no Kubernetes types: resolving
+//! a DataStore's Secrets is the controller's job):
+//! - [`etcd::EtcdDriver`]: a certificate-auth user, a role with read-write on exactly `/<schema>/`, and a
+//!   client certificate minted with the DataStore's CA key;
+//! - [`postgres::PostgresDriver`]: a LOGIN role owning a database that `PUBLIC` cannot connect to;
+//! - [`mysql::MySqlDriver`]: a database and a user with the privileges kine needs on it only;
+//! - [`nats::NatsDriver`]: a JetStream KV bucket for kine; one tenant per NATS server.
+//!
+//! Every operation is idempotent and opens its own short-lived connection with the root credentials
+//! (a reconcile touches a datastore rarely; no pool is kept). Errors are [`DatastoreError`]s that tell
+//! transient from permanent failures and never carry passwords or keys.
+
+pub mod etcd;
+pub mod mysql;
+pub mod nats;
+pub mod postgres;
+mod sql;
+
+use std::{fmt, future::Future, time::Duration};
+
+use crate::config::Secret;
+
+/// Default time allowed to connect and for each request.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest schema or user name accepted (the CRD's limit, and PostgreSQL's identifier length).
+pub const MAX_NAME_LEN: usize = 63;
+
+/// Provisions tenants on one datastore. Every operation is idempotent.
+pub trait Driver: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> DriverKind;
+
+    /// Connects with the root credentials and proves that they work.
+    fn check(&self) -> impl Future<Output = Result<(), DatastoreError>> + Send;
+
+    /// Creates the tenant's user and space, or brings existing ones back to the expected state, and
+    /// returns credentials that work now.
+    fn provision(
+        &self,
+        tenant: &TenantSpace,
+    ) -> impl Future<Output = Result<TenantCredentials, DatastoreError>> + Send;
+
+    /// Removes exactly this tenant's space and user; what is already gone is fine.
+    fn deprovision(&self, tenant: &TenantSpace) -> impl Future<Output = Result<(), DatastoreError>> + Send;
+}
+
+/// The datastore backends, spelled as Kamaji's `DataStore.spec.driver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverKind {
+    /// etcd v3 with client-certificate auth.
+    Etcd,
+    /// PostgreSQL (through kine).
+    PostgreSql,
+    /// MySQL or MariaDB (through kine).
+    MySql,
+    /// NATS JetStream (through kine).
+    Nats,
+}
+
+impl DriverKind {
+    /// The name Kamaji uses for this driver.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverKind::Etcd => "etcd",
+            DriverKind::PostgreSql => "PostgreSQL",
+            DriverKind::MySql => "MySQL",
+            DriverKind::Nats => "NATS",
+        }
+    }
+}
+
+impl fmt::Display for DriverKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tenant's space (SQL database, etcd key prefix `/<schema>/`, NATS bucket) and user on a datastore.
+///
+/// Both names default to the TenantControlPlane's UID (Kamaji's rule). Names are 1 to 63 characters of
+/// `[A-Za-z0-9_.-]`: this covers UIDs and Kamaji's historical `<namespace>_<name>` names, and keeps `/`
+/// (which would let `/a/` cover `/a/b/...` in etcd) and quoting characters out. Each driver also refuses
+/// the names it reserves (`root`, `postgres`, `mysql`, ...).
+#[derive(Clone, PartialEq, Eq)]
+pub struct TenantSpace {
+    schema: String,
+    user: String,
+    password: Option<Secret<String>>,
+}
+
+impl fmt::Debug for TenantSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantSpace")
+            .field("schema", &self.schema)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl TenantSpace {
+    /// A tenant with the given schema and user names.
+    pub fn new(schema: impl Into<String>, user: impl Into<String>) -> Result<Self, DatastoreError> {
+        let schema = schema.into();
+        let user = user.into();
+        validate_name("schema", &schema)?;
+        validate_name("user", &user)?;
+        Ok(Self {
+            schema,
+            user,
+            password: None,
+        })
+    }
+
+    /// A tenant whose schema and user are both its TenantControlPlane UID.
+    pub fn from_uid(uid: &str) -> Result<Self, DatastoreError> {
+        Self::new(uid, uid)
+    }
+
+    /// Keeps the SQL password stable: [`Driver::provision`] sets this password (also on an existing
+    /// user) instead of generating a new one. Pass the password stored from an earlier provisioning.
+    pub fn with_password(mut self, password: Secret<String>) -> Self {
+        self.password = Some(password);
+        self
+    }
+
+    /// The space: SQL database, etcd prefix `/<schema>/`, NATS bucket (see [`nats::bucket_name`]).
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The user name.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// The password given with [`TenantSpace::with_password`], if any.
+    pub fn password(&self) -> Option<&Secret<String>> {
+        self.password.as_ref()
+    }
+
+    /// The given password, or a new random one (32 alphanumeric characters).
+    pub(crate) fn password_or_random(&self) -> Secret<String> {
+        self.password.clone().unwrap_or_else(random_password)
+    }
+}
+
+fn validate_name(field: &'static str, value: &str) -> Result<(), DatastoreError> {
+    let invalid = |reason: &str| DatastoreError::InvalidName {
+        field,
+        value: value.chars().take(80).collect(),
+        reason: reason.to_string(),
+    };
+    if value.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    if value.len() > MAX_NAME_LEN {
+        return Err(invalid("it is longer than 63 characters"));
+    }
+    if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(invalid("only letters, digits, '_', '.' and '-' are allowed"));
+    }
+    Ok(())
+}
+
+/// Refuses a name that a driver reserves (compared case-insensitively).
+pub(crate) fn refuse_reserved(
+    field: &'static str,
+    value: &str,
+    reserved: &[&str],
+    reserved_prefixes: &[&str],
+) -> Result<(), DatastoreError> {
+    let lower = value.to_ascii_lowercase();
+    if reserved.contains(&lower.as_str()) || reserved_prefixes.iter().any(|p| lower.starts_with(p)) {
+        return Err(DatastoreError::InvalidName {
+            field,
+            value: value.to_string(),
+            reason: "the datastore reserves this name".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A random password of 32 characters from `[A-Za-z0-9]` (about 190 bits), from two v4 UUIDs.
+pub(crate) fn random_password() -> Secret<String> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = [0u8; 32];
+    bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    // 62 does not divide 256, so a plain modulo is slightly biased; the bias is negligible here.
+    let password = bytes
+        .iter()
+        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+        .collect();
+    Secret::new(password)
+}
+
+/// TLS towards a SQL or NATS DataStore: the server certificate is verified against `ca_cert_pem` and
+/// the endpoint's host name (PostgreSQL `verify-full`, MySQL `VERIFY_IDENTITY`).
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA certificate, PEM.
+    pub ca_cert_pem: String,
+    /// A client certificate, PEM, if the server wants one.
+    pub client_cert_pem: Option<String>,
+    /// The client certificate's key, PEM.
+    pub client_key_pem: Option<Secret<String>>,
+}
+
+impl fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca_cert_pem", &"<pem>")
+            .field("client_cert_pem", &self.client_cert_pem.as_ref().map(|_| "<pem>"))
+            .field("client_key_pem", &self.client_key_pem)
+            .finish()
+    }
+}
+
+/// How to reach a SQL DataStore as its root user. Like Kamaji, only the first DataStore endpoint is used.
+#[derive(Debug, Clone)]
+pub struct SqlSettings {
+    /// The server, bare `host:port`.
+    pub endpoint: String,
+    /// The root user.
+    pub username: String,
+    /// The root user's password, if it has one.
+    pub password: Option<Secret<String>>,
+    /// TLS, if the DataStore has a `tlsConfig`; plain TCP otherwise.
+    pub tls: Option<ClientTls>,
+    /// Time allowed to connect and for each operation.
+    pub timeout: Duration,
+}
+
+impl SqlSettings {
+    /// Settings for `endpoint` as `username`/`password`, without TLS, with the default timeout.
+    pub fn new(
+        endpoint: impl Into<String>,
+        username: impl Into<String>,
+        password: Option<Secret<String>>,
+    ) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            username: username.into(),
+            password,
+            tls: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// What a tenant's kube-apiserver (etcd) or kine (SQL, NATS) needs to reach its space.
+#[derive(Debug, Clone)]
+pub enum TenantCredentials {
+    /// etcd: a client certificate whose CN is the user, and the key prefix.
+    Etcd(EtcdCredentials),
+    /// PostgreSQL or MySQL: user, password and database.
+    Sql(SqlCredentials),
+    /// NATS: the bucket and the DataStore's own connection credentials.
+    Nats(NatsCredentials),
+}
+
+/// etcd credentials for `--etcd-servers`, `--etcd-prefix`, `--etcd-certfile`/`--etcd-keyfile`.
+#[derive(Clone)]
+pub struct EtcdCredentials {
+    /// The etcd user (the certificate's CN).
+    pub user: String,
+    /// The key prefix with a trailing slash, `/<schema>/`. kube-apiserver's `--etcd-prefix` is `/<schema>`.
+    pub prefix: String,
+    /// Client certificate, PEM, signed by the DataStore's CA.
+    pub client_cert_pem: String,
+    /// The certificate's private key, PEM (PKCS#8).
+    pub client_key_pem: Secret<String>,
+    /// The DataStore's CA certificate, PEM.
+    pub ca_cert_pem: String,
+}
+
+impl fmt::Debug for EtcdCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdCredentials")
+            .field("user", &self.user)
+            .field("prefix", &self.prefix)
+            .field("client_cert_pem", &"<pem>")
+            .field("client_key_pem", &self.client_key_pem)
+            .field("ca_cert_pem", &"<pem>")
+            .finish()
+    }
+}
+
+/// SQL credentials for kine's `--endpoint` (Kamaji's `DB_USER`, `DB_PASSWORD`, `DB_SCHEMA`).
+#[derive(Debug, Clone)]
+pub struct SqlCredentials {
+    /// The tenant's user.
+    pub user: String,
+    /// The tenant's password.
+    pub password: Secret<String>,
+    /// The tenant's database.
+    pub database: String,
+    /// The endpoint kine connects to, `host:port` (the first DataStore endpoint).
+    pub endpoint: String,
+}
+
+/// NATS credentials for kine's `--endpoint`: like Kamaji, these are the DataStore's own credentials
+/// (NATS has no per-tenant users here; see the module docs of [`nats`]).
+#[derive(Debug, Clone)]
+pub struct NatsCredentials {
+    /// The tenant's KV bucket (kine's `bucket=`).
+    pub bucket: String,
+    /// The endpoints, `host:port`.
+    pub endpoints: Vec<String>,
+    /// The DataStore's user, if it uses basic auth.
+    pub username: Option<String>,
+    /// The DataStore's password, if it uses basic auth.
+    pub password: Option<Secret<String>>,
+}
+
+/// Why a datastore operation failed; [`DatastoreError::is_transient`] says whether a retry may help.
+/// Messages never contain passwords or private keys.
+#[derive(Debug, thiserror::Error)]
+pub enum DatastoreError {
+    /// The server could not be reached (connection refused, reset, DNS). Transient.
+    #[error("{driver} datastore at {endpoint} is unreachable: {message}")]
+    Unreachable {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint(s) tried.
+        endpoint: String,
+        /// What failed.
+        message: String,
+    },
+    /// The server did not answer in time. Transient.
+    #[error("{driver} datastore at {endpoint} did not answer within {}s while trying to {operation}", .timeout.as_secs())]
+    Timeout {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint(s) tried.
+        endpoint: String,
+        /// What was being done.
+        operation: &'static str,
+        /// The time allowed.
+        timeout: Duration,
+    },
+    /// The server refused the DataStore's credentials. Permanent until the DataStore changes.
+    #[error("{driver} datastore at {endpoint} rejected the DataStore's credentials: {message}")]
+    Unauthorized {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint(s) tried.
+        endpoint: String,
+        /// The server's answer.
+        message: String,
+    },
+    /// The DataStore's user may not do what provisioning needs. Permanent until it gets the privilege.
+    #[error(
+        "{driver} datastore at {endpoint} denied the DataStore's user the right to {operation}: {message}"
+    )]
+    PermissionDenied {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint(s) tried.
+        endpoint: String,
+        /// What was being done.
+        operation: &'static str,
+        /// The server's answer.
+        message: String,
+    },
+    /// The connection settings cannot work (endpoint syntax, PEM, CA key, TLS setup). Permanent.
+    #[error("invalid {driver} datastore configuration: {message}")]
+    InvalidConfig {
+        /// The backend.
+        driver: DriverKind,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tenant's schema or user name cannot be used. Permanent.
+    #[error("invalid tenant {field} {value:?}: {reason}")]
+    InvalidName {
+        /// `schema` or `user`.
+        field: &'static str,
+        /// The name (at most 80 characters of it).
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// A NATS server holds one tenant, and another tenant's kine bucket is already there. Permanent
+    /// until that tenant is removed.
+    #[error(
+        "NATS datastore at {endpoint} already holds the kine bucket {holder:?} of another tenant; \
+         a NATS DataStore serves one TenantControlPlane, so bucket {requested:?} was not created"
+    )]
+    NatsInUse {
+        /// The endpoint(s).
+        endpoint: String,
+        /// The other tenant's bucket.
+        holder: String,
+        /// The bucket this tenant would get.
+        requested: String,
+    },
+    /// An object with the tenant's name exists but does not belong to the tenant (e.g. a database owned
+    /// by another role), so it was left alone. Permanent until someone looks.
+    #[error("{driver} datastore at {endpoint}: {message}; left it alone")]
+    ForeignObject {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint.
+        endpoint: String,
+        /// What was found.
+        message: String,
+    },
+    /// Any other failure reported by the server. Treated as transient.
+    #[error("{driver} datastore at {endpoint} failed to {operation}: {message}")]
+    Backend {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint(s).
+        endpoint: String,
+        /// What was being done.
+        operation: &'static str,
+        /// The server's answer.
+        message: String,
+    },
+}
+
+impl DatastoreError {
+    /// A stable CamelCase reason, usable as a condition reason and as a metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DatastoreError::Unreachable { .. } => "DataStoreUnreachable",
+            DatastoreError::Timeout { .. } => "DataStoreTimeout",
+            DatastoreError::Unauthorized { .. } => "DataStoreUnauthorized",
+            DatastoreError::PermissionDenied { .. } => "DataStorePermissionDenied",
+            DatastoreError::InvalidConfig { .. } => "DataStoreInvalidConfig",
+            DatastoreError::InvalidName { .. } => "TenantNameInvalid",
+            DatastoreError::NatsInUse { .. } => "NatsDataStoreInUse",
+            DatastoreError::ForeignObject { .. } => "DataStoreForeignObject",
+            DatastoreError::Backend { .. } => "DataStoreError",
+        }
+    }
+
+    /// Whether retrying later may succeed without anyone changing the DataStore or the tenant.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            DatastoreError::Unreachable { .. }
+                | DatastoreError::Timeout { .. }
+                | DatastoreError::Backend { .. }
+        )
+    }
+}
+
+/// Replaces every occurrence of `secret` in `message` (servers may echo SQL text, e.g. in syntax errors).
+pub(crate) fn redact(message: String, secret: &str) -> String {
+    if secret.is_empty() || !message.contains(secret) {
+        message
+    } else {
+        message.replace(secret, "<redacted>")
+    }
+}
+
+/// Splits `host:port` (IPv6 as `[::1]:5432`).
+pub(crate) fn split_host_port(driver: DriverKind, endpoint: &str) -> Result<(String, u16), DatastoreError> {
+    let invalid = || DatastoreError::InvalidConfig {
+        driver,
+        message: format!("endpoint {endpoint:?} is not host:port"),
+    };
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(invalid)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = port.parse::<u16>().map_err(|_| invalid())?;
+    if host.is_empty() || port == 0 || host.contains('/') {
+        return Err(invalid());
+    }
+    Ok((host.to_string(), port))
+}
+
+/// Runs `future` with `timeout`, turning the elapsed timer into [`DatastoreError::Timeout`].
+pub(crate) async fn with_timeout<T>(
+    driver: DriverKind,
+    endpoint: &str,
+    operation: &'static str,
+    timeout: Duration,
+    future: impl Future<Output = Result<T, DatastoreError>>,
+) -> Result<T, DatastoreError> {
+    tokio::time::timeout(timeout, future).await.unwrap_or_else(|_| {
+        Err(DatastoreError::Timeout {
+            driver,
+            endpoint: endpoint.to_string(),
+            operation,
+            timeout,
+        })
+    })
+}
+
+/// Any driver, for callers that pick the backend at run time (the trait is not object-safe).
+#[derive(Debug)]
+pub enum AnyDriver {
+    /// etcd (boxed: it holds the CA signing key and TLS material).
+    Etcd(Box<etcd::EtcdDriver>),
+    /// PostgreSQL.
+    Postgres(postgres::PostgresDriver),
+    /// MySQL / MariaDB.
+    MySql(mysql::MySqlDriver),
+    /// NATS.
+    Nats(nats::NatsDriver),
+}
+
+impl Driver for AnyDriver {
+    fn kind(&self) -> DriverKind {
+        match self {
+            AnyDriver::Etcd(d) => d.kind(),
+            AnyDriver::Postgres(d) => d.kind(),
+            AnyDriver::MySql(d) => d.kind(),
+            AnyDriver::Nats(d) => d.kind(),
+        }
+    }
+
+    async fn check(&self) -> Result<(), DatastoreError> {
+        match self {
+            AnyDriver::Etcd(d) => d.check().await,
+            AnyDriver::Postgres(d) => d.check().await,
+            AnyDriver::MySql(d) => d.check().await,
+            AnyDriver::Nats(d) => d.check().await,
+        }
+    }
+
+    async fn provision(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        match self {
+            AnyDriver::Etcd(d) => d.provision(tenant).await,
+            AnyDriver::Postgres(d) => d.provision(tenant).await,
+            AnyDriver::MySql(d) => d.provision(tenant).await,
+            AnyDriver::Nats(d) => d.provision(tenant).await,
+        }
+    }
+
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        match self {
+            AnyDriver::Etcd(d) => d.deprovision(tenant).await,
+            AnyDriver::Postgres(d) => d.deprovision(tenant).await,
+            AnyDriver::MySql(d) => d.deprovision(tenant).await,
+            AnyDriver::Nats(d) => d.deprovision(tenant).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uid_is_a_valid_schema_and_user() {
+        let tenant = TenantSpace::from_uid("3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7").unwrap();
+        assert_eq!(tenant.schema(), "3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7");
+        assert_eq!(tenant.user(), "3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7");
+        assert!(TenantSpace::new("default_my-cp.v2", "default_my-cp").is_ok());
+    }
+
+    #[test]
+    fn names_with_slashes_quotes_or_too_many_characters_are_refused() {
+        for bad in [
+            "",
+            "a/b",
+            "a\"b",
+            "a`b",
+            "a'b",
+            "a b",
+            "é",
+            "a\0b",
+            &"x".repeat(64),
+        ] {
+            let err = TenantSpace::new(bad, "user").unwrap_err();
+            assert_eq!(err.reason(), "TenantNameInvalid", "{bad:?}");
+            assert!(!err.is_transient());
+            let err = TenantSpace::new("schema", bad).unwrap_err();
+            assert!(err.to_string().starts_with("invalid tenant user"), "{err}");
+        }
+        assert!(TenantSpace::new("x".repeat(63), "u").is_ok());
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let tenant = TenantSpace::from_uid("t1")
+            .unwrap()
+            .with_password(Secret::new("hunter2-secret".into()));
+        let debug = format!("{tenant:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        let creds = TenantCredentials::Sql(SqlCredentials {
+            user: "t1".into(),
+            password: Secret::new("hunter2-secret".into()),
+            database: "t1".into(),
+            endpoint: "127.0.0.1:5432".into(),
+        });
+        assert!(!format!("{creds:?}").contains("hunter2"));
+        let etcd = EtcdCredentials {
+            user: "t1".into(),
+            prefix: "/t1/".into(),
+            client_cert_pem: "CERT".into(),
+            client_key_pem: Secret::new("-----BEGIN PRIVATE KEY-----".into()),
+            ca_cert_pem: "CA".into(),
+        };
+        assert!(!format!("{etcd:?}").contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn random_passwords_are_32_alphanumerics_and_differ() {
+        let a = random_password();
+        let b = random_password();
+        assert_eq!(a.expose().len(), 32);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_alphanumeric()));
+        assert_ne!(a.expose(), b.expose());
+    }
+
+    #[test]
+    fn reasons_and_transience_classify_errors() {
+        let unreachable = DatastoreError::Unreachable {
+            driver: DriverKind::PostgreSql,
+            endpoint: "127.0.0.1:1".into(),
+            message: "connection refused".into(),
+        };
+        assert_eq!(unreachable.reason(), "DataStoreUnreachable");
+        assert!(unreachable.is_transient());
+        let denied = DatastoreError::Unauthorized {
+            driver: DriverKind::MySql,
+            endpoint: "127.0.0.1:3306".into(),
+            message: "access denied".into(),
+        };
+        assert_eq!(denied.reason(), "DataStoreUnauthorized");
+        assert!(!denied.is_transient());
+        assert_eq!(
+            denied.to_string(),
+            "MySQL datastore at 127.0.0.1:3306 rejected the DataStore's credentials: access denied"
+        );
+    }
+
+    #[test]
+    fn endpoints_split_into_host_and_port() {
+        let kind = DriverKind::PostgreSql;
+        assert_eq!(
+            split_host_port(kind, "db.example:5432").unwrap(),
+            ("db.example".into(), 5432)
+        );
+        assert_eq!(split_host_port(kind, "[::1]:3306").unwrap(), ("::1".into(), 3306));
+        for bad in ["db", "db:", ":5432", "db:70000", "db:0", "postgres://db:5432"] {
+            assert_eq!(
+                split_host_port(kind, bad).unwrap_err().reason(),
+                "DataStoreInvalidConfig",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn redact_removes_every_occurrence_of_the_secret() {
+        assert_eq!(
+            redact("near 'pw' at 'pw'".into(), "pw"),
+            "near '<redacted>' at '<redacted>'"
+        );
+        assert_eq!(redact("nothing".into(), ""), "nothing");
+    }
+}

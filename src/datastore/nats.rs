@@ -1,0 +1,425 @@
+//! NATS JetStream: each tenant gets a KV bucket for kine, and kine connects with the DataStore's own
+//! credentials (as in Kamaji: NATS has no per-tenant users here). Because of that shared login, a NATS
+//! DataStore serves **one** tenant.
+//!
+//! - Bucket name: [`bucket_name`] of the schema, i.e. the schema with every character outside
+//!   `[A-Za-z0-9_-]` (NATS's bucket alphabet) replaced by `_`. A UID maps to itself, so kine's
+//!   `bucket=$(DB_SCHEMA)` from Kamaji still names the same bucket.
+//! - Bucket config: exactly what kine 0.17 creates (description [`KINE_BUCKET_DESCRIPTION`], history 10,
+//!   one replica), because kine calls `CreateKeyValue` on start and fails on a bucket whose config differs.
+//! - "Another tenant's bucket": a KV bucket (stream `KV_<name>`) with kine's description, which kine
+//!   itself and this driver give every kine bucket. Other streams and KV buckets on the server are not
+//!   tenants and are ignored. Provisioning refuses with [`DatastoreError::NatsInUse`] when such a bucket
+//!   with another name exists, before creating anything. Two tenants provisioned at the same moment are
+//!   settled after creation: the older bucket (by creation time, then name) stays, and the newer one is
+//!   deleted again and refused.
+//! - A stream `KV_<bucket>` without kine's description belongs to something else: provisioning and
+//!   deprovisioning leave it alone and fail with [`DatastoreError::ForeignObject`].
+
+use std::time::Duration;
+
+use async_nats::{
+    ConnectErrorKind, ConnectOptions, ServerAddr,
+    jetstream::{self, ErrorCode, context::GetStreamErrorKind},
+};
+use futures_util::StreamExt as _;
+
+use super::{
+    ClientTls, DEFAULT_TIMEOUT, DatastoreError, Driver, DriverKind, NatsCredentials, TenantCredentials,
+    TenantSpace, split_host_port, with_timeout,
+};
+use crate::config::Secret;
+
+const KIND: DriverKind = DriverKind::Nats;
+
+/// The description kine 0.17 gives its bucket; it marks a bucket as a tenant's.
+pub const KINE_BUCKET_DESCRIPTION: &str = "Holds kine key/values";
+
+/// kine's default revision history (`revHistory`).
+pub const KINE_BUCKET_HISTORY: i64 = 10;
+
+/// How to reach a NATS DataStore.
+#[derive(Debug, Clone)]
+pub struct NatsSettings {
+    /// Endpoints, bare `host:port` (all are used).
+    pub endpoints: Vec<String>,
+    /// Basic-auth user, if any.
+    pub username: Option<String>,
+    /// Basic-auth password.
+    pub password: Option<Secret<String>>,
+    /// TLS, if the DataStore has a `tlsConfig`.
+    pub tls: Option<ClientTls>,
+    /// Time allowed to connect and for each request.
+    pub timeout: Duration,
+}
+
+impl NatsSettings {
+    /// Plain settings for `endpoints` with the default timeout.
+    pub fn new(endpoints: Vec<String>) -> Self {
+        Self {
+            endpoints,
+            username: None,
+            password: None,
+            tls: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// The NATS driver.
+#[derive(Debug)]
+pub struct NatsDriver {
+    settings: NatsSettings,
+    addrs: Vec<ServerAddr>,
+    endpoint_label: String,
+}
+
+/// The bucket of a schema: characters outside `[A-Za-z0-9_-]` become `_`.
+pub fn bucket_name(schema: &str) -> String {
+    schema
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// What stream `KV_<bucket>` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BucketState {
+    Absent,
+    Kine,
+    Foreign,
+}
+
+fn is_not_found(kind: GetStreamErrorKind) -> bool {
+    matches!(kind, GetStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND)
+}
+
+/// A tenant's kine bucket found on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KineBucket {
+    name: String,
+    created: time::OffsetDateTime,
+}
+
+impl NatsDriver {
+    /// Checks the endpoints.
+    pub fn new(settings: NatsSettings) -> Result<Self, DatastoreError> {
+        if settings.endpoints.is_empty() {
+            return Err(DatastoreError::InvalidConfig {
+                driver: KIND,
+                message: "no endpoints".into(),
+            });
+        }
+        let scheme = if settings.tls.is_some() { "tls" } else { "nats" };
+        let mut addrs = Vec::new();
+        for endpoint in &settings.endpoints {
+            split_host_port(KIND, endpoint)?;
+            let addr = format!("{scheme}://{endpoint}")
+                .parse::<ServerAddr>()
+                .map_err(|e| DatastoreError::InvalidConfig {
+                    driver: KIND,
+                    message: format!("endpoint {endpoint:?}: {e}"),
+                })?;
+            addrs.push(addr);
+        }
+        let endpoint_label = settings.endpoints.join(",");
+        Ok(Self {
+            settings,
+            addrs,
+            endpoint_label,
+        })
+    }
+
+    fn invalid(message: String) -> DatastoreError {
+        DatastoreError::InvalidConfig {
+            driver: KIND,
+            message,
+        }
+    }
+
+    fn backend(&self, operation: &'static str, error: &dyn std::error::Error) -> DatastoreError {
+        DatastoreError::Backend {
+            driver: KIND,
+            endpoint: self.endpoint_label.clone(),
+            operation,
+            message: error_chain(error),
+        }
+    }
+
+    fn tls_config(tls: &ClientTls) -> Result<rustls::ClientConfig, DatastoreError> {
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(tls.ca_cert_pem.as_bytes()) {
+            let cert = cert.map_err(|_| Self::invalid("the CA certificate is not PEM".into()))?;
+            roots
+                .add(cert)
+                .map_err(|e| Self::invalid(format!("the CA certificate is not usable: {e}")))?;
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Self::invalid(format!("TLS setup: {e}")))?
+            .with_root_certificates(roots);
+        match (&tls.client_cert_pem, &tls.client_key_pem) {
+            (Some(cert), Some(key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| Self::invalid("the client certificate is not PEM".into()))?;
+                let key = PrivateKeyDer::from_pem_slice(key.expose().as_bytes())
+                    .map_err(|_| Self::invalid("the client key is not a PEM private key".into()))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| Self::invalid(format!("the client certificate is not usable: {e}")))
+            }
+            _ => Ok(builder.with_no_client_auth()),
+        }
+    }
+
+    async fn connect(&self) -> Result<jetstream::Context, DatastoreError> {
+        let mut options = ConnectOptions::new()
+            .name("tenantplane")
+            .connection_timeout(self.settings.timeout)
+            .request_timeout(Some(self.settings.timeout));
+        if let (Some(user), Some(password)) = (&self.settings.username, &self.settings.password) {
+            options = options.user_and_password(user.clone(), password.expose().clone());
+        }
+        if let Some(tls) = &self.settings.tls {
+            options = options
+                .tls_client_config(Self::tls_config(tls)?)
+                .require_tls(true);
+        }
+        let client = options.connect(self.addrs.clone()).await.map_err(|e| {
+            let endpoint = self.endpoint_label.clone();
+            let message = error_chain(&e);
+            match e.kind() {
+                ConnectErrorKind::Io | ConnectErrorKind::Dns | ConnectErrorKind::MaxReconnects => {
+                    DatastoreError::Unreachable {
+                        driver: KIND,
+                        endpoint,
+                        message,
+                    }
+                }
+                ConnectErrorKind::TimedOut => DatastoreError::Timeout {
+                    driver: KIND,
+                    endpoint,
+                    operation: "connect",
+                    timeout: self.settings.timeout,
+                },
+                ConnectErrorKind::Authentication | ConnectErrorKind::AuthorizationViolation => {
+                    DatastoreError::Unauthorized {
+                        driver: KIND,
+                        endpoint,
+                        message,
+                    }
+                }
+                ConnectErrorKind::Tls | ConnectErrorKind::ServerParse => Self::invalid(message),
+            }
+        })?;
+        Ok(jetstream::new(client))
+    }
+
+    /// Every tenant (kine) bucket on the server, oldest first.
+    async fn kine_buckets(&self, js: &jetstream::Context) -> Result<Vec<KineBucket>, DatastoreError> {
+        let mut streams = js.streams();
+        let mut buckets = Vec::new();
+        while let Some(info) = streams.next().await {
+            let info = info.map_err(|e| self.backend("list the JetStream streams", &e))?;
+            let Some(name) = info.config.name.strip_prefix("KV_") else {
+                continue;
+            };
+            if info.config.description.as_deref() == Some(KINE_BUCKET_DESCRIPTION) {
+                buckets.push(KineBucket {
+                    name: name.to_string(),
+                    created: info.created,
+                });
+            }
+        }
+        buckets.sort_by(|a, b| (a.created, &a.name).cmp(&(b.created, &b.name)));
+        Ok(buckets)
+    }
+
+    fn in_use(&self, holder: &str, requested: &str) -> DatastoreError {
+        DatastoreError::NatsInUse {
+            endpoint: self.endpoint_label.clone(),
+            holder: holder.to_string(),
+            requested: requested.to_string(),
+        }
+    }
+
+    /// Whether stream `KV_<bucket>` exists, and whether it is a kine bucket.
+    async fn bucket_state(
+        &self,
+        js: &jetstream::Context,
+        bucket: &str,
+    ) -> Result<BucketState, DatastoreError> {
+        match js.get_stream(format!("KV_{bucket}")).await {
+            Ok(stream)
+                if stream.cached_info().config.description.as_deref() == Some(KINE_BUCKET_DESCRIPTION) =>
+            {
+                Ok(BucketState::Kine)
+            }
+            Ok(_) => Ok(BucketState::Foreign),
+            Err(e) if is_not_found(e.kind()) => Ok(BucketState::Absent),
+            Err(e) => Err(self.backend("look up the tenant bucket", &e)),
+        }
+    }
+
+    fn foreign(&self, bucket: &str) -> DatastoreError {
+        DatastoreError::ForeignObject {
+            driver: KIND,
+            endpoint: self.endpoint_label.clone(),
+            message: format!(
+                "stream KV_{bucket} exists but is not a kine bucket (its description is not {KINE_BUCKET_DESCRIPTION:?})"
+            ),
+        }
+    }
+
+    /// Deletes the kine bucket `bucket`; a missing bucket is fine.
+    async fn delete_bucket(&self, js: &jetstream::Context, bucket: &str) -> Result<(), DatastoreError> {
+        match js.delete_stream(format!("KV_{bucket}")).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(e.kind()) => Ok(()),
+            Err(e) => Err(self.backend("delete the tenant bucket", &e)),
+        }
+    }
+
+    async fn provision_inner(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        let bucket = bucket_name(tenant.schema());
+        let js = self.connect().await?;
+        let before = self.kine_buckets(&js).await?;
+        if let Some(holder) = before.iter().find(|b| b.name != bucket) {
+            return Err(self.in_use(&holder.name, &bucket));
+        }
+        let created_now = match self.bucket_state(&js, &bucket).await? {
+            BucketState::Kine => false,
+            BucketState::Absent => true,
+            BucketState::Foreign => return Err(self.foreign(&bucket)),
+        };
+        if created_now {
+            js.create_key_value(jetstream::kv::Config {
+                bucket: bucket.clone(),
+                description: KINE_BUCKET_DESCRIPTION.into(),
+                history: KINE_BUCKET_HISTORY,
+                num_replicas: 1,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| self.backend("create the tenant bucket", &e))?;
+            // Settle a race with another tenant provisioned at the same moment: the oldest bucket stays.
+            let after = self.kine_buckets(&js).await?;
+            if let Some(oldest) = after.first()
+                && oldest.name != bucket
+            {
+                self.delete_bucket(&js, &bucket).await?;
+                return Err(self.in_use(&oldest.name, &bucket));
+            }
+        }
+        Ok(TenantCredentials::Nats(NatsCredentials {
+            bucket,
+            endpoints: self.settings.endpoints.clone(),
+            username: self.settings.username.clone(),
+            password: self.settings.password.clone(),
+        }))
+    }
+
+    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let js = self.connect().await?;
+        let bucket = bucket_name(tenant.schema());
+        match self.bucket_state(&js, &bucket).await? {
+            BucketState::Absent => Ok(()),
+            BucketState::Foreign => Err(self.foreign(&bucket)),
+            BucketState::Kine => self.delete_bucket(&js, &bucket).await,
+        }
+    }
+}
+
+impl Driver for NatsDriver {
+    fn kind(&self) -> DriverKind {
+        KIND
+    }
+
+    /// Connects and reads the JetStream account info.
+    async fn check(&self) -> Result<(), DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "check",
+            self.settings.timeout * 2,
+            async {
+                let js = self.connect().await?;
+                js.query_account()
+                    .await
+                    .map_err(|e| self.backend("read the JetStream account info", &e))?;
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn provision(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "provision",
+            self.settings.timeout * 4,
+            self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "deprovision",
+            self.settings.timeout * 2,
+            self.deprovision_inner(tenant),
+        )
+        .await
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !message.contains(&cause_text) {
+            message.push_str(": ");
+            message.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_keep_the_nats_alphabet_and_map_the_rest_to_underscores() {
+        assert_eq!(
+            bucket_name("3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7"),
+            "3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7"
+        );
+        assert_eq!(bucket_name("default_my-cp.v2"), "default_my-cp_v2");
+        assert_eq!(bucket_name("a.b/c d"), "a_b_c_d");
+    }
+
+    #[test]
+    fn endpoints_become_nats_or_tls_urls() {
+        let driver = NatsDriver::new(NatsSettings::new(vec!["127.0.0.1:4222".into()])).unwrap();
+        assert_eq!(driver.addrs.len(), 1);
+        assert_eq!(driver.addrs[0].port(), 4222);
+        let err = NatsDriver::new(NatsSettings::new(vec!["nats://x:1".into()])).unwrap_err();
+        assert_eq!(err.reason(), "DataStoreInvalidConfig");
+        assert!(NatsDriver::new(NatsSettings::new(vec![])).is_err());
+    }
+}
