@@ -19,7 +19,10 @@ fn start_serve(env: &[(&str, String)]) -> (ChildProcess, String, ports::PortClai
         .args(["serve"])
         .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
         .env("RUST_LOG", "info")
-        .env("TENANTPLANE_ENCRYPTION_KEY", tenantplane::auth::keys::ServerKey::generate_base64().unwrap());
+        .env(
+            "TENANTPLANE_ENCRYPTION_KEY",
+            tenantplane::auth::keys::ServerKey::generate_base64().unwrap(),
+        );
     for (k, v) in env {
         spec = spec.env(*k, v);
     }
@@ -137,6 +140,12 @@ async fn serve_refuses_to_start_without_an_encryption_key_on_a_real_database() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("TENANTPLANE_ENCRYPTION_KEY is required with DATABASE_URL"), "{stderr}");
-    assert!(!stderr.contains("postgres://"), "the error leaks the database URL: {stderr}");
+    assert!(
+        stderr.contains("TENANTPLANE_ENCRYPTION_KEY is required with DATABASE_URL"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("postgres://"),
+        "the error leaks the database URL: {stderr}"
+    );
 }
