@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod k8s;
 pub mod localenv;
+pub mod placement;
 pub mod telemetry;
 
 /// The crate version, as printed by `tenantplane version`.
