@@ -9,7 +9,9 @@ use super::{
         PoolSnapshot, SizeClass, Slot, Snapshot,
     },
     reason::{PlacementError, Reason, Tally},
-    score::{Key, effective_capacity, rendezvous_prefix},
+    score::{
+        Key, cmp_fraction, cmp_rendezvous, effective_capacity, fill, hash_from_prefix, rendezvous_prefix,
+    },
 };
 use crate::k8s::crd::Driver;
 
@@ -36,6 +38,21 @@ pub(crate) struct Need<'a> {
 impl Need<'_> {
     /// The first constraint `ds` fails, in [`Reason`] order.
     pub(crate) fn check(&self, ds: &DataStoreSnapshot, exclusive: bool) -> Result<(), Reason> {
+        self.check_request(ds)?;
+        self.check_state(ds, exclusive)
+    }
+
+    /// Whether only the DataStores' own state matters (no driver, label, exclusion or CA constraint).
+    fn state_only(&self) -> bool {
+        self.drivers.is_empty()
+            && self.etcd.is_none()
+            && self.labels.is_empty()
+            && self.exclude.is_empty()
+            && self.ca.is_none()
+    }
+
+    /// The constraints that come from the request: driver, etcd, labels, exclusion, CA.
+    fn check_request(&self, ds: &DataStoreSnapshot) -> Result<(), Reason> {
         if !self.drivers.is_empty() && !self.drivers.contains(&ds.driver) {
             return Err(Reason::DriverNotAllowed);
         }
@@ -56,6 +73,11 @@ impl Need<'_> {
                 _ => return Err(Reason::CaMismatch),
             }
         }
+        Ok(())
+    }
+
+    /// The constraints that come from the DataStore's state: ready, cordoned, exclusivity, capacity.
+    fn check_state(&self, ds: &DataStoreSnapshot, exclusive: bool) -> Result<(), Reason> {
         if !ds.ready {
             return Err(Reason::NotReady);
         }
@@ -148,7 +170,6 @@ pub(crate) fn best<'s>(
     control_plane_id: &str,
     tally: &mut Tally,
 ) -> Option<Ranked<'s>> {
-    let mut best: Option<Ranked<'s>> = None;
     let prefix = rendezvous_prefix(control_plane_id);
     for (pool_index, pool) in snapshot
         .pools
@@ -157,29 +178,88 @@ pub(crate) fn best<'s>(
         .take(pools.end)
         .skip(pools.start)
     {
-        for (index, ds) in pool.datastores.iter().enumerate() {
-            let exclusive = is_exclusive(pool.policy, ds);
-            if let Err(reason) = need.check(ds, exclusive) {
-                tally.add(reason);
-                continue;
-            }
-            let candidate = Ranked {
+        // One monomorphic loop per policy: the hot path of the engine.
+        let found = match pool.policy {
+            Policy::Spread => best_in_pool(pool, need, tally, fill, cmp_fraction)
+                .map(|(i, (used, capacity))| (i, Key::Spread { used, capacity })),
+            Policy::Binpack => best_in_pool(pool, need, tally, fill, |a, b| cmp_fraction(b, a))
+                .map(|(i, (used, capacity))| (i, Key::Binpack { used, capacity })),
+            Policy::Rendezvous => best_in_pool(
+                pool,
+                need,
+                tally,
+                |ds, exclusive| {
+                    (
+                        effective_capacity(ds, exclusive),
+                        hash_from_prefix(prefix, &ds.name),
+                    )
+                },
+                cmp_rendezvous,
+            )
+            .map(|(i, (weight, hash))| (i, Key::Rendezvous { weight, hash })),
+            Policy::Dedicated => best_in_pool(pool, need, tally, |_, _| (), |(), ()| Ordering::Equal)
+                .map(|(i, ())| (i, Key::Dedicated)),
+        };
+        if let Some((index, key)) = found
+            && let Some(ds) = pool.datastores.get(index)
+        {
+            return Some(Ranked {
                 slot: Slot {
                     pool: pool_index,
                     index,
                 },
-                key: Key::new(pool.policy, ds, exclusive, prefix),
+                key,
                 name: &ds.name,
-            };
-            if best.is_none_or(|b| candidate.rank(&b) == Ordering::Less) {
-                best = Some(candidate);
-            }
-        }
-        if best.is_some() {
-            break;
+            });
         }
     }
-    best
+    None
+}
+
+/// The index and key of the best DataStore of one pool: best `key` by `cmp`, then smallest name.
+fn best_in_pool<K: Copy>(
+    pool: &PoolSnapshot,
+    need: &Need<'_>,
+    tally: &mut Tally,
+    key: impl Fn(&DataStoreSnapshot, bool) -> K,
+    cmp: impl Fn(K, K) -> Ordering,
+) -> Option<(usize, K)> {
+    // Unswitched by hand: most requests constrain nothing but the DataStores' state.
+    if need.state_only() {
+        scan_pool(
+            pool,
+            tally,
+            |ds, exclusive| need.check_state(ds, exclusive),
+            key,
+            cmp,
+        )
+    } else {
+        scan_pool(pool, tally, |ds, exclusive| need.check(ds, exclusive), key, cmp)
+    }
+}
+
+/// [`best_in_pool`] with the constraint check given.
+fn scan_pool<K: Copy>(
+    pool: &PoolSnapshot,
+    tally: &mut Tally,
+    check: impl Fn(&DataStoreSnapshot, bool) -> Result<(), Reason>,
+    key: impl Fn(&DataStoreSnapshot, bool) -> K,
+    cmp: impl Fn(K, K) -> Ordering,
+) -> Option<(usize, K)> {
+    let mut best: Option<(usize, K, &str)> = None;
+    for (index, ds) in pool.datastores.iter().enumerate() {
+        let exclusive = is_exclusive(pool.policy, ds);
+        if let Err(reason) = check(ds, exclusive) {
+            tally.add(reason);
+            continue;
+        }
+        let k = key(ds, exclusive);
+        let better = best.is_none_or(|(_, bk, bn)| cmp(k, bk).then_with(|| ds.name.as_str().cmp(bn)).is_lt());
+        if better {
+            best = Some((index, k, &ds.name));
+        }
+    }
+    best.map(|(index, k, _)| (index, k))
 }
 
 /// The pools the primary may come from.

@@ -108,31 +108,34 @@ pub struct PoolSnapshot {
 }
 
 /// One DataStore and its load.
+///
+/// The fields every decision reads come first and `repr(C)` keeps that order, so they share a cache line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[repr(C)]
 pub struct DataStoreSnapshot {
-    /// The DataStore's name (cluster-scoped, unique).
-    pub name: String,
-    /// The pool it belongs to; the enclosing [`PoolSnapshot`] is what the engine goes by.
-    pub pool: String,
     /// Its driver.
     pub driver: Driver,
-    /// Its labels, matched by the request's label selector.
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
     /// Whether it is validated and reachable.
     pub ready: bool,
     /// Whether new tenants are kept off it.
     pub cordoned: bool,
     /// How many tenants it may hold (NATS and `Dedicated` pools: at most 1 whatever this says).
     pub capacity_tenants: u32,
-    /// How many bytes it may hold, if limited.
-    pub capacity_bytes: Option<u64>,
     /// How many tenants use it now, as primary or as override.
     pub load_tenants: u32,
+    /// How many bytes it may hold, if limited.
+    pub capacity_bytes: Option<u64>,
     /// Bytes estimated in use now.
     pub load_bytes: u64,
+    /// The DataStore's name (cluster-scoped, unique).
+    pub name: String,
     /// Identity of its etcd CA (e.g. a fingerprint); a missing id never matches another.
     pub ca_id: Option<String>,
+    /// Its labels, matched by the request's label selector.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The pool it belongs to; the enclosing [`PoolSnapshot`] is what the engine goes by.
+    pub pool: String,
 }
 
 /// Where a DataStore sits in a [`Snapshot`].

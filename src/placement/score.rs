@@ -123,7 +123,7 @@ impl Key {
         match self {
             Key::Spread { used, capacity } => 1.0 - used as f64 / capacity.max(1) as f64,
             Key::Binpack { used, capacity } => used as f64 / capacity.max(1) as f64,
-            Key::Rendezvous { weight, hash } => f64::from(weight) / -unit(hash).ln(),
+            Key::Rendezvous { weight, hash } => rendezvous_score((weight, hash)),
             Key::Dedicated => 1.0,
         }
     }
@@ -131,35 +131,44 @@ impl Key {
     /// `Less` when `self` ranks before `other` (is better); `Equal` leaves it to the name.
     pub(crate) fn rank(self, other: Key) -> Ordering {
         match (self, other) {
-            (
-                Key::Spread {
-                    used: a,
-                    capacity: ca,
-                },
-                Key::Spread {
-                    used: b,
-                    capacity: cb,
-                },
-            ) => (u128::from(a) * u128::from(cb)).cmp(&(u128::from(b) * u128::from(ca))),
-            (
-                Key::Binpack {
-                    used: a,
-                    capacity: ca,
-                },
-                Key::Binpack {
-                    used: b,
-                    capacity: cb,
-                },
-            ) => (u128::from(b) * u128::from(ca)).cmp(&(u128::from(a) * u128::from(cb))),
-            (Key::Rendezvous { weight: wa, hash: ha }, Key::Rendezvous { weight: wb, hash: hb }) => {
-                if wa == wb {
-                    hb.cmp(&ha)
-                } else {
-                    other.score().total_cmp(&self.score())
-                }
+            (Key::Spread { used, capacity }, Key::Spread { used: u, capacity: c }) => {
+                cmp_fraction((used, capacity), (u, c))
+            }
+            (Key::Binpack { used, capacity }, Key::Binpack { used: u, capacity: c }) => {
+                cmp_fraction((u, c), (used, capacity))
+            }
+            (Key::Rendezvous { weight, hash }, Key::Rendezvous { weight: w, hash: h }) => {
+                cmp_rendezvous((weight, hash), (w, h))
             }
             _ => Ordering::Equal,
         }
+    }
+}
+
+/// Tenants after placing and effective capacity: the `Spread` and `Binpack` fraction.
+pub(crate) fn fill(ds: &DataStoreSnapshot, exclusive: bool) -> (u64, u64) {
+    (
+        u64::from(ds.load_tenants) + 1,
+        u64::from(effective_capacity(ds, exclusive)),
+    )
+}
+
+/// Compares the fractions `a.0 / a.1` and `b.0 / b.1` exactly.
+pub(crate) fn cmp_fraction(a: (u64, u64), b: (u64, u64)) -> Ordering {
+    (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+}
+
+/// The rendezvous score of a (weight, hash) pair: `weight / −ln(u)`.
+fn rendezvous_score((weight, hash): (u32, u64)) -> f64 {
+    f64::from(weight) / -unit(hash).ln()
+}
+
+/// `Less` when rendezvous (weight, hash) `a` ranks before `b`; equal weights compare hashes, without logarithms.
+pub(crate) fn cmp_rendezvous(a: (u32, u64), b: (u32, u64)) -> Ordering {
+    if a.0 == b.0 {
+        b.1.cmp(&a.1)
+    } else {
+        rendezvous_score(b).total_cmp(&rendezvous_score(a))
     }
 }
 
