@@ -18,6 +18,8 @@ mod reason;
 pub mod score;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use decision::{CandidateReport, Choice, Decision, Offload, Outcome, OverrideDecision};
