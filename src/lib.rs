@@ -9,6 +9,7 @@ pub mod config;
 pub mod datastore;
 pub mod k8s;
 pub mod localenv;
+pub mod placement;
 pub mod service;
 pub mod telemetry;
 
