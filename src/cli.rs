@@ -193,6 +193,7 @@ fn ctx(
             audience: auth.audience.clone(),
         },
         versions,
+        placement: Default::default(),
     })
 }
 
@@ -239,7 +240,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.migrate {
         store::MIGRATOR.run(&pool).await.context("run migrations")?;
     }
-    let ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
+    let mut ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
+    ctx.placement.auto_override_pool = args.auto_override_pool.clone();
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("bind {}", args.listen))?;

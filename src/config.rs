@@ -97,6 +97,9 @@ pub struct ServeArgs {
     /// Supported Kubernetes versions, `vX.Y-vX.Z`.
     #[arg(long, env = "TENANTPLANE_KUBERNETES_VERSIONS", default_value = "v1.30-v1.34")]
     pub kubernetes_versions: crate::domain::VersionRange,
+    /// Pool that `offload: auto` sends events (and, for large tenants, leases) to.
+    #[arg(long, env = "TENANTPLANE_AUTO_OVERRIDE_POOL")]
+    pub auto_override_pool: Option<String>,
     /// Run database migrations at start (else run `tenantplane migrate`).
     #[arg(long, env = "TENANTPLANE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
     pub migrate: bool,

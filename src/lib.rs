@@ -4,17 +4,17 @@
 //! every subcommand link the same code.
 
 pub mod api;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod datastore;
+pub mod domain;
 pub mod k8s;
 pub mod localenv;
 pub mod placement;
 pub mod service;
+pub mod store;
 pub mod telemetry;
 
 /// The crate version, as printed by `tenantplane version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub mod auth;
-pub mod domain;
-pub mod store;

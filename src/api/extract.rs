@@ -97,7 +97,10 @@ impl FromRequestParts<AppState> for Auth {
             .trim();
         let principal = service::tokens::authenticate(&state.ctx, token)
             .await
-            .map_err(|e| ApiError::unauthorized(&e))?;
+            .map_err(|e| match e {
+                TokenError::Unavailable => ApiError::internal("the token store is unavailable"),
+                e => ApiError::unauthorized(&e),
+            })?;
         tracing::Span::current().record(
             "tenant.id",
             tracing::field::display(principal.tenant_id.map(|t| t.to_string()).unwrap_or_default()),

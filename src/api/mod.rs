@@ -104,6 +104,8 @@ pub fn api_v1() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(rest::get_datastore))
         .routes(routes!(rest::cordon_datastore))
         .routes(routes!(rest::uncordon_datastore))
+        .routes(routes!(rest::drain_plan))
+        .routes(routes!(rest::simulate_placement))
         .split_for_parts()
 }
 

@@ -25,6 +25,7 @@ use crate::{
             CreateTenant, DataStore, MintToken, MintedToken, Operation, Pool, Tenant, Token,
             UpdateControlPlane, Viewer,
         },
+        placement::{DrainMove, SimulateRequest},
     },
     store::idempotency::{self, Claim},
 };
@@ -147,7 +148,7 @@ pub async fn create_tenant(
         key,
         &body.hash,
         StatusCode::CREATED,
-        async |_tx| service::tenants::create(&state.ctx, &auth.0, body.value, rid.0.as_deref()).await,
+        async |tx| service::tenants::create(tx, &auth.0, body.value, rid.0.as_deref()).await,
     )
     .await
     .map_err(|e| e.with_request_id(rid.0.clone()))?;
@@ -408,9 +409,7 @@ pub async fn delete_control_plane(
         key,
         &[],
         StatusCode::ACCEPTED,
-        async |tx| {
-            service::control_planes::delete(&state.ctx, tx, &auth.0, &tenant, &id, rid.0.as_deref()).await
-        },
+        async |tx| service::control_planes::delete(tx, &auth.0, &tenant, &id, rid.0.as_deref()).await,
     )
     .await
     .map_err(|e| e.with_request_id(rid.0.clone()))?;
@@ -585,6 +584,45 @@ pub async fn uncordon_datastore(
 ) -> ApiResult<Json<DataStore>> {
     with_request_id(
         service::datastores::set_cordoned(&state.ctx, &auth.0, &name, false, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Where a control plane would be placed, with every candidate's score or rejection; reserves nothing
+/// (platform admin).
+#[utoipa::path(post, path = "/placements:simulate", tag = "datastores", security(("bearer" = [])), request_body = SimulateRequest,
+    responses((status = 200, description = "OK", body = Object), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem),
+              (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn simulate_placement(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    body: JsonBody<SimulateRequest>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let decision = with_request_id(
+        service::placement::simulate(&state.ctx, &auth.0, body.value).await,
+        &rid,
+    )?;
+    Ok(Json(
+        serde_json::to_value(decision).map_err(|e| ApiError::internal(&e.to_string()))?,
+    ))
+}
+
+/// The moves that would empty a DataStore under its pool's policy (a plan only; platform admin).
+#[utoipa::path(get, path = "/datastores/{name}/drain-plan", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 200, description = "OK", body = [DrainMove]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn drain_plan(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Vec<DrainMove>>> {
+    with_request_id(
+        service::placement::drain_plan(&state.ctx, &auth.0, &name).await,
         &rid,
     )
     .map(Json)

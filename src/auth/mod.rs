@@ -66,6 +66,9 @@ pub enum TokenError {
     /// Revoked or unknown jti.
     #[error("the token was revoked")]
     Revoked,
+    /// The key or token store could not be read; not the caller's fault (5xx, never 401).
+    #[error("the token store is unavailable")]
+    Unavailable,
 }
 
 /// Authenticated caller.

@@ -9,7 +9,7 @@ use super::{
     Ctx, Result, ServiceError,
     model::{
         Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference, Operation,
-        UpdateControlPlane,
+        Placement, PlacementOverride, UpdateControlPlane,
     },
     tenant_for,
 };
@@ -19,13 +19,47 @@ use crate::{
     store::{
         self, StoreError,
         control_planes::{ControlPlaneRow, ListQuery, NewControlPlane, OperationRow},
+        placements::PlacementRow,
     },
 };
 
 /// Largest page.
 pub const MAX_PAGE: i64 = 100;
 
-/// Converts a row to the API shape.
+/// Converts a row and its placement to the API shape.
+pub fn to_model_with(row: ControlPlaneRow, placement: Option<Placement>) -> ControlPlane {
+    let mut cp = to_model(row);
+    cp.placement = placement;
+    cp
+}
+
+fn placement_model(row: PlacementRow) -> Placement {
+    Placement {
+        data_store: row.datastore,
+        overrides: serde_json::from_value(row.overrides).unwrap_or_default(),
+        decision: row.decision,
+    }
+}
+
+/// Loads the placements of `rows` (one query) and converts them.
+async fn with_placements(ctx: &Ctx, tenant: Uuid, rows: Vec<ControlPlaneRow>) -> Result<Vec<ControlPlane>> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let mut placements: std::collections::HashMap<Uuid, PlacementRow> =
+        store::placements::for_control_planes(&ctx.db, tenant, &ids)
+            .await?
+            .into_iter()
+            .map(|p| (p.control_plane_id, p))
+            .collect();
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            let placement = placements.remove(&row.id).map(placement_model);
+            to_model_with(row, placement)
+        })
+        .collect())
+}
+
+/// Converts a row to the API shape (without placement).
 pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
     ControlPlane {
         id: row.id,
@@ -48,6 +82,7 @@ pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
         labels: serde_json::from_value(row.labels).unwrap_or_default(),
         phase: row.phase,
         status: row.status,
+        placement: None,
         generation: row.generation,
         created_at: row.created_at,
         updated_at: row.updated_at,
@@ -122,7 +157,7 @@ pub async fn create(
     input: CreateControlPlane,
     request_id: Option<&str>,
 ) -> Result<Accepted> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     validate_create(ctx, who, &input)?;
     let new = NewControlPlane {
         name: input.name.clone(),
@@ -148,6 +183,19 @@ pub async fn create(
         }
         Err(e) => return Err(e.into()),
     };
+    let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
+    let placement = Placement {
+        data_store: decision.primary.clone(),
+        overrides: decision
+            .overrides
+            .iter()
+            .map(|o| PlacementOverride {
+                resource: o.resource.clone(),
+                data_store: o.data_store.clone(),
+            })
+            .collect(),
+        decision: serde_json::to_value(&decision).unwrap_or_default(),
+    };
     let op = store::control_planes::insert_operation(tx, tenant.id, row.id, "create", request_id).await?;
     store::control_planes::enqueue(
         tx,
@@ -171,7 +219,7 @@ pub async fn create(
     .await?;
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: to_model(row),
+        control_plane: to_model_with(row, Some(placement)),
     })
 }
 
@@ -179,9 +227,13 @@ pub async fn create(
 pub async fn get(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<ControlPlane> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     let id = super::parse_id(id, "control plane")?;
-    store::control_planes::get(&ctx.db, tenant.id, id)
+    let row = store::control_planes::get(&ctx.db, tenant.id, id)
         .await?
-        .map(to_model)
+        .ok_or(ServiceError::NotFound("control plane"))?;
+    with_placements(ctx, tenant.id, vec![row])
+        .await?
+        .into_iter()
+        .next()
         .ok_or(ServiceError::NotFound("control plane"))
 }
 
@@ -262,7 +314,7 @@ pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) ->
         None
     };
     Ok(ControlPlanePage {
-        items: rows.into_iter().map(to_model).collect(),
+        items: with_placements(ctx, tenant.id, rows).await?,
         next_cursor,
     })
 }
@@ -282,7 +334,7 @@ pub async fn update(
     if_match: Option<&str>,
     request_id: Option<&str>,
 ) -> Result<Accepted> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     let id = super::parse_id(id, "control plane")?;
     let current = store::control_planes::get_for_update(tx, tenant.id, id)
         .await?
@@ -365,14 +417,13 @@ pub async fn update(
 
 /// Queues the deletion (202); a second call returns the pending delete.
 pub async fn delete(
-    ctx: &Ctx,
     tx: &mut PgConnection,
     who: &Principal,
     slug: &str,
     id: &str,
     request_id: Option<&str>,
 ) -> Result<Accepted> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
+    let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantAdmin).await?;
     let id = super::parse_id(id, "control plane")?;
     let current = store::control_planes::get_for_update(tx, tenant.id, id)
         .await?

@@ -3,6 +3,7 @@
 pub mod control_planes;
 pub mod datastores;
 pub mod model;
+pub mod placement;
 pub mod tenants;
 pub mod tokens;
 
@@ -25,6 +26,8 @@ pub struct Ctx {
     pub tokens: TokenSettings,
     /// Supported Kubernetes versions.
     pub versions: VersionRange,
+    /// Placement settings (auto-offload pool, offloadable resources).
+    pub placement: crate::placement::PlacementConfig,
 }
 
 /// Errors of a use-case, mapped to HTTP and GraphQL by the surfaces.
@@ -81,7 +84,17 @@ pub async fn tenant_for(
     slug: &str,
     needed: Role,
 ) -> Result<store::tenants::TenantRow> {
-    let tenant = store::tenants::by_slug(&ctx.db, slug)
+    tenant_in(&ctx.db, who, slug, needed).await
+}
+
+/// The same inside a transaction (never hold one connection while waiting for another).
+pub async fn tenant_in(
+    db: impl sqlx::PgExecutor<'_>,
+    who: &Principal,
+    slug: &str,
+    needed: Role,
+) -> Result<store::tenants::TenantRow> {
+    let tenant = store::tenants::by_slug(db, slug)
         .await?
         .ok_or(ServiceError::NotFound("tenant"))?;
     if !who.sees(tenant.id) {

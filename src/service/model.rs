@@ -224,6 +224,8 @@ pub struct ControlPlane {
     /// Observed status (endpoint, conditions, installed version, …) as reported by the cluster.
     #[schema(value_type = Object)]
     pub status: serde_json::Value,
+    /// Where its state lives: the DataStores chosen by placement, with the decision's reasons.
+    pub placement: Option<Placement>,
     /// Spec generation; the ETag is `"<generation>"`.
     pub generation: i64,
     /// Created.
@@ -237,6 +239,29 @@ impl ControlPlane {
     pub fn etag(&self) -> String {
         format!("\"{}\"", self.generation)
     }
+}
+
+/// The DataStores of a control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The primary DataStore (`spec.dataStore`).
+    pub data_store: String,
+    /// Offloaded resources and their DataStores (`spec.dataStoreOverrides`), in order.
+    pub overrides: Vec<PlacementOverride>,
+    /// The engine's decision: every candidate with its score or the constraint it failed.
+    #[schema(value_type = Object)]
+    pub decision: serde_json::Value,
+}
+
+/// One offloaded resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementOverride {
+    /// `<group>/<resource>`.
+    pub resource: String,
+    /// The etcd DataStore holding it.
+    pub data_store: String,
 }
 
 /// An asynchronous operation on a control plane.

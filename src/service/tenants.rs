@@ -25,7 +25,7 @@ pub fn to_model(row: TenantRow) -> Tenant {
 
 /// Creates a tenant (platform admin).
 pub async fn create(
-    ctx: &Ctx,
+    tx: &mut sqlx::PgConnection,
     who: &Principal,
     input: CreateTenant,
     request_id: Option<&str>,
@@ -44,7 +44,6 @@ pub async fn create(
     if !errors.is_empty() {
         return Err(ServiceError::Invalid(errors));
     }
-    let mut tx = ctx.db.begin().await?;
     let labels = serde_json::to_value(&input.labels).unwrap_or_default();
     let row = match store::tenants::insert(&mut *tx, &input.slug, input.display_name.trim(), &labels).await {
         Ok(row) => row,
@@ -67,7 +66,6 @@ pub async fn create(
         serde_json::json!({}),
     )
     .await?;
-    tx.commit().await?;
     Ok(to_model(row))
 }
 

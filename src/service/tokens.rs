@@ -198,7 +198,7 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
     let kid = auth::token_kid(token)?;
     let key = keys::verifying(&ctx.db, &kid)
         .await
-        .map_err(|_| TokenError::Invalid("key lookup failed"))?
+        .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::UnknownKey)?;
     let claims = auth::verify(token, &key.public_key, &ctx.tokens)?;
     if key.tenant_id != claims.tid {
@@ -208,7 +208,7 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
     }
     let row = store::tokens::get(&ctx.db, claims.jti)
         .await
-        .map_err(|_| TokenError::Invalid("token lookup failed"))?
+        .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::Revoked)?;
     if row.revoked_at.is_some()
         || row.tenant_id != claims.tid

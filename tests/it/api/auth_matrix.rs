@@ -77,6 +77,8 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
         (("GET", "/datastores/{name}"), Platform),
         (("POST", "/datastores/{name}/cordon"), Platform),
         (("POST", "/datastores/{name}/uncordon"), Platform),
+        (("GET", "/datastores/{name}/drain-plan"), Platform),
+        (("POST", "/placements:simulate"), Platform),
     ])
 }
 
@@ -272,6 +274,7 @@ fn body(method: &str, template: &str) -> Option<Value> {
         ("PATCH", _) => Some(json!({"replicas": 1})),
         ("POST", "/pools") => Some(json!({"name": super::super::support::unique("pool")})),
         ("POST", "/datastores") => Some(datastore_body(&super::super::support::unique("ds"))),
+        ("POST", "/placements:simulate") => Some(json!({"sizeClass": "small"})),
         _ => None,
     }
 }

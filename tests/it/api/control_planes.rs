@@ -19,7 +19,7 @@ async fn create_records_spec_operation_outbox_and_audit_in_one_transaction() {
             Some(&member),
             Some(
                 json!({"name": "prod", "kubernetesVersion": "v1.33.2", "replicas": 3, "sizeClass": "medium",
-                        "offload": "auto", "labels": {"env": "prod"}, "datastore": {"pool": "gold"}}),
+                        "offload": "auto", "labels": {"env": "prod"}, "datastore": {"pool": "default"}}),
             ),
         )
         .await;
@@ -33,7 +33,13 @@ async fn create_records_spec_operation_outbox_and_audit_in_one_transaction() {
     assert_eq!(cp["port"], 6443);
     assert_eq!(cp["sizeClass"], "medium");
     assert_eq!(cp["offload"], "auto");
-    assert_eq!(cp["datastore"], json!({"pool": "gold"}));
+    assert_eq!(cp["datastore"], json!({"pool": "default"}));
+    assert_eq!(cp["placement"]["dataStore"], "etcd-default");
+    assert_eq!(
+        cp["placement"]["overrides"],
+        json!([]),
+        "auto offload without an override pool offloads nothing"
+    );
     assert_eq!(
         cp["addons"],
         json!({"coreDNS": true, "kubeProxy": true, "konnectivity": false})

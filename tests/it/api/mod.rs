@@ -3,6 +3,7 @@
 mod auth_matrix;
 mod control_planes;
 mod errors;
+mod placement;
 mod tokens;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
             audience: "tenantplane".into(),
         },
         versions: Default::default(),
+        placement: Default::default(),
     };
     let state = AppState {
         ctx: ctx.clone(),
@@ -60,6 +62,26 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         public_url: "https://tenantplane.test".into(),
         max_body_bytes: 64 * 1024,
     };
+    // A default pool with room for everything, so control planes always find a DataStore.
+    let pool = store::datastores::insert_pool(&ctx.db, "default", "spread", &json!({}))
+        .await
+        .unwrap();
+    store::datastores::insert(
+        &ctx.db,
+        &store::datastores::NewDataStore {
+            name: "etcd-default".into(),
+            pool_id: Some(pool.id),
+            driver: "etcd".into(),
+            endpoints: vec!["etcd-default:2379".into()],
+            secret_refs: json!({}),
+            labels: json!({}),
+            capacity_tenants: 1_000_000,
+            capacity_bytes: None,
+            ca_id: Some("ca-default".into()),
+        },
+    )
+    .await
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, api::router(state)).await.unwrap() });

@@ -236,6 +236,7 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
             audience: "tenantplane".into(),
         },
         versions: Default::default(),
+        placement: Default::default(),
     };
     let principal = tenantplane::service::tokens::authenticate(&ctx, &token)
         .await

@@ -1,0 +1,318 @@
+//! Load benchmark of the REST API (issue 4): `cargo bench --bench api`.
+//!
+//! Starts a local PostgreSQL and the release `tenantplane serve` as a child process, then measures
+//! create at a fixed 200 req/s (open loop), the create ceiling (closed loop), GET one, and 100-item list
+//! pages over 100k rows; finally pgbench runs the same INSERTs as a create with a custom script.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark binary panics on setup failures"
+)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tenantplane::localenv::{
+    self, ports,
+    postgres::LocalPostgres,
+    process::{ChildProcess, Spec},
+};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn summary(name: &str, mut lat: Vec<Duration>, elapsed: Duration, errors: usize) {
+    lat.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "| {name} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {errors} |",
+        lat.len(),
+        lat.len() as f64 / elapsed.as_secs_f64(),
+        ms(percentile(&lat, 0.50)),
+        ms(percentile(&lat, 0.99)),
+        ms(*lat.last().unwrap_or(&Duration::ZERO)),
+    );
+}
+
+async fn create(http: &reqwest::Client, base: &str, token: &str, name: String) -> (Duration, bool) {
+    let start = Instant::now();
+    let r = http
+        .post(format!("{base}/api/v1/tenants/bench/control-planes"))
+        .bearer_auth(token)
+        .json(&json!({"name": name, "kubernetesVersion": "v1.34.4"}))
+        .send()
+        .await;
+    let ok = matches!(&r, Ok(r) if r.status() == 202);
+    (start.elapsed(), ok)
+}
+
+/// Closed loop: `workers` tasks issuing requests back to back for `duration`.
+async fn closed_loop<F, Fut>(workers: usize, duration: Duration, f: F) -> (Vec<Duration>, Duration, usize)
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = (Duration, bool)> + Send,
+{
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let f = f.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            let mut i = 0;
+            while start.elapsed() < duration {
+                let (d, ok) = f(w, i).await;
+                lat.push(d);
+                errors += usize::from(!ok);
+                i += 1;
+            }
+            (lat, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for h in handles {
+        let (l, e) = h.await.unwrap();
+        all.extend(l);
+        errors += e;
+    }
+    (all, start.elapsed(), errors)
+}
+
+#[tokio::main]
+async fn main() {
+    localenv::install_crypto_provider();
+    let dir = localenv::scratch_dir("bench-api").unwrap();
+    let pg = LocalPostgres::start(dir.join("pg")).await.unwrap();
+    let url = localenv::postgres::create_database(&pg.url(), "bench")
+        .await
+        .unwrap();
+    let key = tenantplane::auth::keys::ServerKey::generate_base64().unwrap();
+    let port = ports::claim().unwrap();
+    let bin = env!("CARGO_BIN_EXE_tenantplane");
+    let spec = Spec::new("serve", bin)
+        .args(["serve", "--db-max-connections", "32"])
+        .env("DATABASE_URL", &url)
+        .env("TENANTPLANE_ENCRYPTION_KEY", &key)
+        .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
+        .env("RUST_LOG", "warn");
+    let _serve = ChildProcess::spawn(&spec, &dir.join("serve.log")).unwrap();
+    let base = format!("http://127.0.0.1:{}", port.port());
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
+    for _ in 0..300 {
+        if http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = std::process::Command::new(bin)
+        .args(["token", "mint", "--platform-admin"])
+        .env("DATABASE_URL", &url)
+        .env("TENANTPLANE_ENCRYPTION_KEY", &key)
+        .output()
+        .unwrap();
+    let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let r = http
+        .post(format!("{base}/api/v1/tenants"))
+        .bearer_auth(&admin)
+        .json(&json!({"slug": "bench", "displayName": "Bench"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let minted: Value = http
+        .post(format!("{base}/api/v1/tenants/bench/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"role": "tenant-admin", "ttlSeconds": 7200}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = minted["token"].as_str().unwrap().to_string();
+
+    println!("| scenario | requests | req/s | p50 ms | p99 ms | max ms | errors |");
+    println!("|---|---|---|---|---|---|---|");
+
+    // 1. Create at a fixed 200 req/s for 20 s (open loop: the schedule does not wait for answers).
+    let rate = 200u32;
+    let total = 4000usize;
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(total);
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
+    for i in 0..total {
+        ticker.tick().await;
+        let (http, base, token) = (http.clone(), base.clone(), token.clone());
+        handles.push(tokio::spawn(async move {
+            create(&http, &base, &token, format!("open-{i}")).await
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for h in handles {
+        let (d, ok) = h.await.unwrap();
+        lat.push(d);
+        errors += usize::from(!ok);
+    }
+    summary(
+        "create @200 req/s (open loop, 20 s)",
+        lat,
+        start.elapsed(),
+        errors,
+    );
+
+    // 2. Create ceiling: 32 clients back to back for 10 s.
+    let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
+    let (lat, elapsed, errors) = closed_loop(32, Duration::from_secs(10), move |w, i| {
+        let (http, base, token) = (h2.clone(), b2.clone(), t2.clone());
+        async move { create(&http, &base, &token, format!("closed-{w}-{i}")).await }
+    })
+    .await;
+    let api_tps = lat.len() as f64 / elapsed.as_secs_f64();
+    summary("create, 32 clients (closed loop, 10 s)", lat, elapsed, errors);
+
+    // 3. GET one, 8 clients for 10 s.
+    let page: Value = http
+        .get(format!("{base}/api/v1/tenants/bench/control-planes?limit=1"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = page["items"][0]["id"].as_str().unwrap().to_string();
+    let (h3, b3, t3) = (http.clone(), base.clone(), token.clone());
+    let (lat, elapsed, errors) = closed_loop(8, Duration::from_secs(10), move |_, _| {
+        let (http, url, token) = (
+            h3.clone(),
+            format!("{b3}/api/v1/tenants/bench/control-planes/{id}"),
+            t3.clone(),
+        );
+        async move {
+            let start = Instant::now();
+            let ok = http
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            (start.elapsed(), ok)
+        }
+    })
+    .await;
+    summary("GET one, 8 clients (10 s)", lat, elapsed, errors);
+
+    // 4. 100-item list pages over 100k rows: walk every page twice.
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    let existing: i64 = sqlx::query_scalar("select count(*) from control_planes")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    sqlx::query(
+        "insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, labels)
+         select gen_random_uuid(), (select id from tenants where slug = 'bench'), 'bulk-' || g, 'v1.34.4', 2, 'ClusterIP', 6443,
+                'small', jsonb_build_object('env', case when g % 2 = 0 then 'prod' else 'dev' end)
+         from generate_series(1, $1) g",
+    )
+    .bind(100_000 - existing)
+    .execute(&db)
+    .await
+    .unwrap();
+    sqlx::query("analyze control_planes").execute(&db).await.unwrap();
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    let start = Instant::now();
+    for _pass in 0..2 {
+        let mut cursor: Option<String> = None;
+        loop {
+            let url = match &cursor {
+                Some(c) => format!("{base}/api/v1/tenants/bench/control-planes?limit=100&cursor={c}"),
+                None => format!("{base}/api/v1/tenants/bench/control-planes?limit=100"),
+            };
+            let t = Instant::now();
+            let r = http.get(url).bearer_auth(&token).send().await.unwrap();
+            let ok = r.status() == 200;
+            let body: Value = r.json().await.unwrap();
+            lat.push(t.elapsed());
+            errors += usize::from(!ok || body["items"].as_array().map(Vec::len).unwrap_or(0) == 0);
+            match body["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => break,
+            }
+        }
+    }
+    summary(
+        "list page of 100 over 100k rows (sequential, 2 passes)",
+        lat,
+        start.elapsed(),
+        errors,
+    );
+
+    // 5. pgbench with the same INSERTs a create makes, 32 clients, 10 s.
+    let script = dir.join("create.sql");
+    std::fs::write(
+        &script,
+        "\\set n random(1, 2000000000)\n\
+         begin;\n\
+         insert into idempotency_keys (scope, key, request_hash, response_status, response_body) values ('pgbench', 'k-' || :client_id || '-' || :n || '-' || random(), '\\x00', 0, '{}') on conflict do nothing;\n\
+         insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) values (gen_random_uuid(), (select id from tenants where slug = 'bench'), 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small') returning id \\gset cp_\n\
+         insert into operations (id, tenant_id, control_plane_id, kind) values (gen_random_uuid(), (select id from tenants where slug = 'bench'), :'cp_id', 'create') returning id \\gset op_\n\
+         insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload) values ((select id from tenants where slug = 'bench'), :'cp_id', :'op_id', 'apply', '{\"generation\": 1}');\n\
+         insert into audit_log (tenant_id, actor, action, target_kind, target_id) values ((select id from tenants where slug = 'bench'), 'pgbench', 'control-plane.create', 'control-plane', :'cp_id');\n\
+         commit;\n",
+    )
+    .unwrap();
+    let pgbench = localenv::assets::system_program("pgbench").unwrap();
+    let db_name = url.rsplit('/').next().unwrap();
+    let out = std::process::Command::new(pgbench)
+        .args([
+            "-n",
+            "-c",
+            "32",
+            "-j",
+            "2",
+            "-T",
+            "10",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &pg.port().to_string(),
+            "-U",
+            "postgres",
+            "-f",
+        ])
+        .arg(&script)
+        .arg(db_name)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tps: f64 = text
+        .lines()
+        .find(|l| l.starts_with("tps = "))
+        .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("pgbench failed: {text}{}", String::from_utf8_lossy(&out.stderr)));
+    println!();
+    println!("pgbench, same INSERTs, 32 clients, 10 s: {tps:.0} tps");
+    println!(
+        "API create ceiling / pgbench: {:.0} / {tps:.0} = {:.0}%",
+        api_tps,
+        100.0 * api_tps / tps
+    );
+}

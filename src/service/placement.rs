@@ -1,0 +1,278 @@
+//! Placement in the store: snapshot the pools under row locks, ask the pure engine, reserve in the
+//! same transaction. Also the read-only simulation and drain plans.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{Ctx, Result, ServiceError, platform_admin};
+use crate::{
+    auth::Principal,
+    domain::{FieldError, Name, Offload},
+    k8s::crd::Driver,
+    placement::{
+        self, Assignment, DataStoreSnapshot, OffloadMode, OverrideDecision, PlacementError, PlacementRequest,
+        Policy, PoolSnapshot, SizeClass, Snapshot,
+    },
+    store::{self, control_planes::ControlPlaneRow, placements::LoadRow},
+};
+
+fn driver(text: &str) -> Option<Driver> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).ok()
+}
+
+fn policy(text: &str) -> Policy {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).unwrap_or(Policy::Spread)
+}
+
+fn size(domain: crate::domain::SizeClass) -> SizeClass {
+    match domain {
+        crate::domain::SizeClass::Small => SizeClass::Small,
+        crate::domain::SizeClass::Medium => SizeClass::Medium,
+        crate::domain::SizeClass::Large => SizeClass::Large,
+    }
+}
+
+/// Builds the engine's snapshot from store rows (pools in name order).
+pub fn snapshot_of(rows: &[LoadRow]) -> Snapshot {
+    let mut pools: Vec<PoolSnapshot> = Vec::new();
+    for row in rows {
+        let Some(driver) = driver(&row.driver) else {
+            continue;
+        };
+        let ds = DataStoreSnapshot {
+            driver,
+            ready: row.ready,
+            cordoned: row.cordoned,
+            capacity_tenants: u32::try_from(row.capacity_tenants).unwrap_or(0),
+            load_tenants: u32::try_from(row.load_tenants).unwrap_or(u32::MAX),
+            capacity_bytes: row.capacity_bytes.and_then(|b| u64::try_from(b).ok()),
+            load_bytes: 0,
+            name: row.name.clone(),
+            ca_id: row.ca_id.clone(),
+            labels: serde_json::from_value(row.labels.clone()).unwrap_or_default(),
+            pool: row.pool.clone(),
+        };
+        match pools.iter_mut().find(|p| p.name == row.pool) {
+            Some(pool) => pool.datastores.push(ds),
+            None => pools.push(PoolSnapshot {
+                name: row.pool.clone(),
+                policy: policy(&row.policy),
+                datastores: vec![ds],
+            }),
+        }
+    }
+    Snapshot { pools }
+}
+
+fn offload_mode(text: &str) -> OffloadMode {
+    match text.parse::<Offload>() {
+        Ok(Offload::Auto) => OffloadMode::Auto,
+        Ok(Offload::Pool(name)) => OffloadMode::Pool(name.to_string()),
+        _ => OffloadMode::None,
+    }
+}
+
+/// The engine request for a recorded control plane.
+fn request_for(tenant: Uuid, row: &ControlPlaneRow) -> PlacementRequest {
+    let mut request = PlacementRequest::new(
+        tenant,
+        row.id.to_string(),
+        size(row.size_class.parse().unwrap_or(crate::domain::SizeClass::Small)),
+    );
+    request.label_selector = serde_json::from_value(row.datastore_labels.clone()).unwrap_or_default();
+    request.pool = row.datastore_pool.clone();
+    request.offload = offload_mode(&row.offload);
+    request
+}
+
+fn no_fit(err: PlacementError) -> ServiceError {
+    match err {
+        PlacementError::UnknownPool { pool } => ServiceError::Invalid(vec![FieldError::new(
+            "datastore.pool",
+            format!("there is no pool named {pool:?}"),
+        )]),
+        err => ServiceError::Conflict(err.to_string()),
+    }
+}
+
+/// Places a just-inserted control plane and reserves its DataStores in `tx`.
+pub async fn place_new(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    row: &ControlPlaneRow,
+) -> Result<placement::Decision> {
+    let rows = store::placements::lock_snapshot(tx).await?;
+    let snapshot = snapshot_of(&rows);
+    let decision = match &row.datastore_name {
+        // A platform admin's explicit choice skips scoring but not the hard constraints the store enforces.
+        Some(name) => {
+            let slot = snapshot.find(name).ok_or_else(|| {
+                ServiceError::Invalid(vec![FieldError::new(
+                    "datastore.name",
+                    format!("no pooled DataStore named {name:?}"),
+                )])
+            })?;
+            let ds = snapshot
+                .data_store(slot)
+                .ok_or(ServiceError::NotFound("datastore"))?;
+            if ds.driver == Driver::Nats && ds.load_tenants > 0 {
+                return Err(ServiceError::Conflict(format!(
+                    "NATS DataStore {name:?} already holds a tenant: one tenant per NATS DataStore"
+                )));
+            }
+            placement::Decision {
+                primary: name.clone(),
+                overrides: Vec::new(),
+                candidates: Vec::new(),
+                override_candidates: Vec::new(),
+            }
+        }
+        None => placement::place(&request_for(tenant, row), &snapshot, &ctx.placement).map_err(no_fit)?,
+    };
+    let id_of = |name: &str| {
+        rows.iter()
+            .find(|r| r.name == name)
+            .map(|r| (r.id, r.driver.clone()))
+    };
+    let (primary, primary_driver) = id_of(&decision.primary).ok_or(ServiceError::NotFound("datastore"))?;
+    let overrides: Vec<(String, Uuid)> = decision
+        .overrides
+        .iter()
+        .filter_map(|o| id_of(&o.data_store).map(|(id, _)| (o.resource.clone(), id)))
+        .collect();
+    let stored = serde_json::to_value(&decision).unwrap_or_default();
+    store::placements::insert(tx, tenant, row.id, primary, &primary_driver, &overrides, &stored)
+        .await
+        .map_err(|e| match e {
+            store::StoreError::Conflict(_) => ServiceError::Conflict(format!(
+                "NATS DataStore {:?} already holds a tenant: one tenant per NATS DataStore",
+                decision.primary
+            )),
+            e => e.into(),
+        })?;
+    Ok(decision)
+}
+
+/// Body of `POST /placements:simulate`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SimulateRequest {
+    /// Size class (default small).
+    #[serde(default = "small")]
+    pub size_class: crate::domain::SizeClass,
+    /// Restrict to this pool.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// Labels the DataStore must have.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// `none`, `auto` or `pool:<name>`.
+    #[serde(default = "none")]
+    pub offload: String,
+    /// Control-plane id used for rendezvous hashing (default: a fixed example id).
+    #[serde(default)]
+    pub control_plane_id: Option<String>,
+}
+
+fn small() -> crate::domain::SizeClass {
+    crate::domain::SizeClass::Small
+}
+fn none() -> String {
+    "none".into()
+}
+
+/// Where a control plane would go, without reserving anything (platform admin).
+pub async fn simulate(ctx: &Ctx, who: &Principal, input: SimulateRequest) -> Result<placement::Decision> {
+    platform_admin(who)?;
+    let mut errors = Vec::new();
+    if let Err(e) = input.offload.parse::<Offload>() {
+        errors.push(FieldError::new("offload", e));
+    }
+    if let Some(pool) = &input.pool
+        && let Err(e) = Name::parse("pool", pool)
+    {
+        errors.push(e);
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let snapshot = snapshot_of(&store::placements::snapshot(&ctx.db).await?);
+    let mut request = PlacementRequest::new(
+        Uuid::nil(),
+        input.control_plane_id.unwrap_or_else(|| "simulation".into()),
+        size(input.size_class),
+    );
+    request.label_selector = input.labels;
+    request.pool = input.pool;
+    request.offload = offload_mode(&input.offload);
+    placement::place(&request, &snapshot, &ctx.placement).map_err(no_fit)
+}
+
+/// One move of a drain plan, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainMove {
+    /// The control plane that would move.
+    pub control_plane_id: String,
+    /// `primary`, or the offloaded resources.
+    #[schema(value_type = Object)]
+    pub usage: serde_json::Value,
+    /// The drained DataStore.
+    pub from: String,
+    /// Where it would go; absent when nothing fits.
+    pub to: Option<String>,
+    /// Why nothing fits: constraint and count.
+    #[schema(value_type = Object)]
+    pub blocked_by: serde_json::Value,
+}
+
+/// The moves that would empty a DataStore under its pool's policy (a plan only; platform admin).
+pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<DrainMove>> {
+    platform_admin(who)?;
+    let ds = store::datastores::get(&ctx.db, name)
+        .await?
+        .ok_or(ServiceError::NotFound("datastore"))?;
+    let snapshot = snapshot_of(&store::placements::snapshot(&ctx.db).await?);
+    let rows = store::placements::on_datastore(&ctx.db, ds.id).await?;
+    let mut assignments: Vec<Assignment> = Vec::new();
+    for (id, size_class, primary, resource, labels) in rows {
+        let id = id.to_string();
+        let entry = match assignments.iter_mut().position(|a| a.control_plane_id == id) {
+            Some(i) => &mut assignments[i],
+            None => {
+                assignments.push(Assignment {
+                    control_plane_id: id.clone(),
+                    size_class: size(size_class.parse().unwrap_or(crate::domain::SizeClass::Small)),
+                    label_selector: serde_json::from_value(labels).unwrap_or_default(),
+                    primary,
+                    overrides: Vec::new(),
+                });
+                assignments
+                    .last_mut()
+                    .ok_or(ServiceError::Internal("empty assignments".into()))?
+            }
+        };
+        if let Some(resource) = resource {
+            entry.overrides.push(OverrideDecision {
+                resource,
+                data_store: name.to_string(),
+            });
+        }
+    }
+    let moves = placement::drain_plan(&snapshot, &ctx.placement, name, &assignments).map_err(no_fit)?;
+    Ok(moves
+        .into_iter()
+        .map(|m| DrainMove {
+            control_plane_id: m.control_plane,
+            usage: serde_json::to_value(&m.usage).unwrap_or_default(),
+            from: m.from,
+            to: m.to,
+            blocked_by: serde_json::to_value(&m.blocked_by).unwrap_or_default(),
+        })
+        .collect())
+}

@@ -1,0 +1,154 @@
+//! Placements: which DataStores hold each control plane, reserved under row locks.
+
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::StoreError;
+
+/// A DataStore with its pool and current load, as the placement engine reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadRow {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Pool name.
+    pub pool: String,
+    /// Pool policy.
+    pub policy: String,
+    /// Driver.
+    pub driver: String,
+    /// Labels.
+    pub labels: serde_json::Value,
+    /// Ready.
+    pub ready: bool,
+    /// Cordoned.
+    pub cordoned: bool,
+    /// Capacity in tenants.
+    pub capacity_tenants: i32,
+    /// Capacity in bytes.
+    pub capacity_bytes: Option<i64>,
+    /// CA identity.
+    pub ca_id: Option<String>,
+    /// Control planes using it as primary or override.
+    pub load_tenants: i64,
+}
+
+/// Every pooled DataStore with its load, after locking every DataStore row (`FOR UPDATE`, in id order) so
+/// that concurrent placements serialize and never oversubscribe one. The load is read by a second
+/// statement: under READ COMMITTED it gets a fresh snapshot that includes placements committed while
+/// this transaction waited for the locks (a subquery of the locking statement would not).
+pub async fn lock_snapshot(tx: &mut PgConnection) -> Result<Vec<LoadRow>, StoreError> {
+    sqlx::query!("select id from datastores order by id for update")
+        .fetch_all(&mut *tx)
+        .await?;
+    snapshot(&mut *tx).await
+}
+
+/// The same without locks (simulations and drain plans).
+pub async fn snapshot(db: impl PgExecutor<'_>) -> Result<Vec<LoadRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        LoadRow,
+        r#"select d.id, d.name, p.name as pool, p.policy, d.driver, d.labels, d.ready, d.cordoned, d.capacity_tenants,
+                  d.capacity_bytes, d.ca_id,
+                  (select count(*) from (select control_plane_id from placements where datastore_id = d.id
+                                         union select control_plane_id from placement_overrides where datastore_id = d.id) u)
+                  as "load_tenants!"
+           from datastores d join pools p on p.id = d.pool_id
+           order by p.name, d.name"#
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Records a placement and its overrides.
+pub async fn insert(
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    control_plane: Uuid,
+    datastore: Uuid,
+    driver: &str,
+    overrides: &[(String, Uuid)],
+    decision: &serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "insert into placements (control_plane_id, tenant_id, datastore_id, driver, decision) values ($1, $2, $3, $4, $5)",
+        control_plane,
+        tenant,
+        datastore,
+        driver,
+        decision
+    )
+    .execute(&mut *tx)
+    .await?;
+    for (resource, ds) in overrides {
+        sqlx::query!(
+            "insert into placement_overrides (control_plane_id, resource, datastore_id) values ($1, $2, $3)",
+            control_plane,
+            resource,
+            ds
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// A control plane's placement as shown in the API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementRow {
+    /// Control plane.
+    pub control_plane_id: Uuid,
+    /// Primary DataStore name.
+    pub datastore: String,
+    /// `[{resource, dataStore}]` in order.
+    pub overrides: serde_json::Value,
+    /// The decision with its reasons.
+    pub decision: serde_json::Value,
+}
+
+/// Placements of a tenant's control planes (one query for a whole page).
+pub async fn for_control_planes(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<PlacementRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        PlacementRow,
+        r#"select p.control_plane_id, d.name as datastore,
+                  coalesce((select jsonb_agg(jsonb_build_object('resource', o.resource, 'dataStore', od.name)
+                                             order by case o.resource when '/events' then 0 else 1 end, o.resource)
+                            from placement_overrides o join datastores od on od.id = o.datastore_id
+                            where o.control_plane_id = p.control_plane_id), '[]'::jsonb) as "overrides!",
+                  p.decision
+           from placements p join datastores d on d.id = p.datastore_id
+           where p.tenant_id = $1 and p.control_plane_id = any($2)"#,
+        tenant,
+        ids
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Every placement on a DataStore (primary or override): `(control plane id, size class, role)`.
+pub async fn on_datastore(
+    db: impl PgExecutor<'_>,
+    datastore: Uuid,
+) -> Result<Vec<(Uuid, String, String, Option<String>, serde_json::Value)>, StoreError> {
+    let rows = sqlx::query!(
+        r#"select c.id, c.size_class, d.name as primary_name, o.resource as "resource?", c.datastore_labels
+           from control_planes c
+           join placements p on p.control_plane_id = c.id
+           join datastores d on d.id = p.datastore_id
+           left join placement_overrides o on o.control_plane_id = c.id and o.datastore_id = $1
+           where c.deleted_at is null and (p.datastore_id = $1 or o.datastore_id = $1)
+           order by c.created_at, c.id"#,
+        datastore
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.id, r.size_class, r.primary_name, r.resource, r.datastore_labels))
+        .collect())
+}
