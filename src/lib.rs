@@ -11,6 +11,8 @@ pub mod k8s;
 pub mod localenv;
 pub mod service;
 pub mod telemetry;
+pub mod translate;
+pub mod worker;
 
 /// The crate version, as printed by `tenantplane version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
