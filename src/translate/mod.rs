@@ -108,7 +108,7 @@ fn addons(value: &serde_json::Value) -> Addons {
     Addons {
         core_dns: flag(value, "coreDNS", true).then(AddonSpec::default),
         kube_proxy: flag(value, "kubeProxy", true).then(AddonSpec::default),
-        konnectivity: flag(value, "konnectivity", false).then(|| KonnectivitySpec {
+        konnectivity: flag(value, "konnectivity", false).then_some(KonnectivitySpec {
             server: KonnectivityServer {
                 port: 8132,
                 version: None,
