@@ -548,3 +548,41 @@ async fn worker_resync_reverts_drift_and_keeps_foreign_fields() {
         "a field another manager owns is left alone"
     );
 }
+
+#[tokio::test]
+async fn worker_runs_inside_serve_and_exposes_its_metrics() {
+    support::crds_installed();
+    let (url, db) = fresh_db().await;
+    queue_creates(&db, 3).await;
+    let port = localenv::ports::claim().unwrap();
+    let kubeconfig = support::cluster().kube.kubeconfig_path().to_path_buf();
+    let spec = Spec::new("serve-with-worker", env!("CARGO_BIN_EXE_tenantplane"))
+        .args(["serve", "--with-worker", "--worker-poll-ms", "50"])
+        .arg_pair("--listen", &format!("127.0.0.1:{}", port.port()))
+        .arg_pair("--kubeconfig", kubeconfig.to_str().unwrap())
+        .env("DATABASE_URL", &url)
+        .env(
+            "TENANTPLANE_ENCRYPTION_KEY",
+            tenantplane::auth::keys::ServerKey::generate_base64().unwrap(),
+        );
+    let log = localenv::scratch_dir("serve-worker").unwrap().join("serve.log");
+    let _child = ChildProcess::spawn(&spec, &log).unwrap();
+    support::eventually("3 succeeded", Duration::from_secs(60), || async {
+        (count_ops(&db, "succeeded").await == 3).then_some(())
+    })
+    .await;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", port.port()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "tenantplane_worker_applies_total 3",
+        "tenantplane_worker_outbox_depth ",
+        "tenantplane_worker_apply_duration_seconds_count 3",
+        "tenantplane_worker_failures_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line:?} missing from:\n{metrics}");
+    }
+}
