@@ -9,11 +9,12 @@ use sqlx::{PgPool, postgres::PgPoolOptions};
 use crate::{
     api,
     auth::{TokenSettings, keys::ServerKey},
-    config::{AuthArgs, DbArgs, GlobalArgs, ServeArgs},
+    config::{AuthArgs, DbArgs, GlobalArgs, ServeArgs, WorkerArgs},
     domain::Role,
     localenv::postgres::LocalPostgres,
     service::{self, Ctx},
     store, telemetry,
+    worker::{Worker, WorkerMetrics},
 };
 
 /// Tenantplane: control-plane-as-a-service for Kamaji-compatible tenant control planes.
@@ -33,6 +34,8 @@ pub enum Command {
     Version,
     /// Serve the HTTP API.
     Serve(ServeArgs),
+    /// Run the sync worker: outbox → TenantControlPlanes, status → PostgreSQL.
+    Worker(WorkerArgs),
     /// Apply database migrations and exit.
     Migrate(DbArgs),
     /// Mint tokens directly in the database (bootstrap).
@@ -86,6 +89,7 @@ impl Cli {
                 Ok(())
             }
             Command::Serve(args) => serve(args).await,
+            Command::Worker(args) => worker(args).await,
             Command::Migrate(args) => migrate(args).await,
             Command::Token(TokenCommand::Mint(args)) => mint(args).await,
             Command::Crdgen(args) => args.run(),
@@ -221,17 +225,34 @@ async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn kube_client(args: &ServeArgs) -> Option<kube::Client> {
-    let config = match &args.kubeconfig {
+async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).ok()?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .ok()?
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
-        None => kube::Config::infer().await.ok()?,
+        None => kube::Config::infer().await?,
     };
-    kube::Client::try_from(config).ok()
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// `tenantplane worker`.
+async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    args.worker.validate().map_err(anyhow::Error::msg)?;
+    let (pool, _local) = connect(&args.db).await?;
+    if args.migrate {
+        store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    }
+    let kube = kube_client(args.kubeconfig.as_deref())
+        .await
+        .context("the worker needs a management cluster (--kubeconfig)")?;
+    let worker = Arc::new(Worker::new(pool, kube, args.worker, WorkerMetrics::default()));
+    println!("tenantplane worker {} running", worker.id());
+    tokio::select! {
+        r = worker.run() => r,
+        () = shutdown_signal() => Ok(()),
+    }
 }
 
 /// `tenantplane serve`.
@@ -246,10 +267,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("bind {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let kube = kube_client(args.kubeconfig.as_deref()).await;
+    let worker_metrics = WorkerMetrics::default();
+    let background = if args.with_worker {
+        args.worker.validate().map_err(anyhow::Error::msg)?;
+        let kube = kube
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("--with-worker needs a management cluster (--kubeconfig): {e:#}"))?
+            .clone();
+        let worker = Arc::new(Worker::new(
+            ctx.db.clone(),
+            kube,
+            args.worker.clone(),
+            worker_metrics.clone(),
+        ));
+        Some(tokio::spawn(async move {
+            if let Err(err) = worker.run().await {
+                tracing::error!("sync worker stopped: {err:#}");
+            }
+        }))
+    } else {
+        None
+    };
     let state = api::AppState {
         ctx,
-        kube: kube_client(&args).await,
-        metrics: Arc::new(api::metrics::Metrics::default()),
+        kube: kube.ok(),
+        metrics: Arc::new(api::metrics::Metrics::new(|registry| {
+            if args.with_worker {
+                worker_metrics.register(registry);
+            }
+        })),
         public_url: args
             .public_url
             .clone()
@@ -261,6 +308,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    if let Some(task) = background {
+        task.abort();
+    }
     tracing::info!("stopped");
     if local_pg.is_some() {
         let _ = std::fs::remove_file(args.db.local_dir.join(LOCAL_URL_FILE));

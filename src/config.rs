@@ -110,12 +110,35 @@ pub struct ServeArgs {
     /// `KUBECONFIG` when available, else none.
     #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Also run the sync worker in this process (needs a management cluster).
+    #[arg(long, env = "TENANTPLANE_WITH_WORKER")]
+    pub with_worker: bool,
     #[command(flatten)]
     /// Database settings.
     pub db: DbArgs,
     #[command(flatten)]
     /// Token settings.
     pub auth: AuthArgs,
+    #[command(flatten)]
+    /// Worker settings (with `--with-worker`).
+    pub worker: crate::worker::WorkerSettings,
+}
+
+/// Settings of `tenantplane worker`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
+    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Run database migrations at start.
+    #[arg(long, env = "TENANTPLANE_MIGRATE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub migrate: bool,
+    #[command(flatten)]
+    /// Database settings.
+    pub db: DbArgs,
+    #[command(flatten)]
+    /// Worker settings.
+    pub worker: crate::worker::WorkerSettings,
 }
 
 /// `$TMPDIR/tenantplane-local`: readable by the `postgres` user when we run as root.

@@ -15,6 +15,8 @@ pub mod placement;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod translate;
+pub mod worker;
 
 /// The crate version, as printed by `tenantplane version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -43,6 +43,13 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        Self::new(|_| {})
+    }
+}
+
+impl Metrics {
+    /// The HTTP metrics, plus whatever `extra` registers (e.g. the worker's, with `serve --with-worker`).
+    pub fn new(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::with_prefix("tenantplane");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
@@ -60,6 +67,7 @@ impl Default for Metrics {
             "HTTP request latency by method and route",
             latency.clone(),
         );
+        extra(&mut registry);
         Self {
             registry,
             requests,

@@ -3,6 +3,7 @@
 pub mod control_planes;
 pub mod datastores;
 pub mod idempotency;
+pub mod outbox;
 pub mod placements;
 pub mod tenants;
 pub mod tokens;

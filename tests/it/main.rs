@@ -11,3 +11,4 @@ mod datastore;
 mod serve;
 mod smoke;
 mod support;
+mod worker;

@@ -1,0 +1,153 @@
+//! Status-back latency: from a write to a TenantControlPlane's status subresource to the
+//! `NOTIFY control_plane_status` that the worker sends after committing it to PostgreSQL.
+//!
+//! Starts its own PostgreSQL, etcd and kube-apiserver (the test environment's binaries), one control
+//! plane and an in-process worker, then makes 500 sequential status changes and prints percentiles.
+//! Run: `cargo bench --bench status_latency --profile dev` (or without `--profile dev` for release).
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api,
+    api::{Patch, PatchParams},
+};
+use serde_json::json;
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tenantplane::{
+    k8s::crd::{TenantControlPlane, all_crds},
+    localenv::{
+        self,
+        etcd::{EtcdOptions, LocalEtcd},
+        kube::{KubeOptions, LocalKube},
+        postgres::LocalPostgres,
+    },
+    store::{self, control_planes::NewControlPlane},
+    worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+
+const CHANGES: usize = 500;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    localenv::install_crypto_provider();
+    let dir = localenv::scratch_dir("bench-status")?;
+    let pg = LocalPostgres::start(dir.join("pg")).await?;
+    let url = localenv::postgres::create_database(&pg.url(), "bench").await?;
+    let db = PgPoolOptions::new().max_connections(8).connect(&url).await?;
+    store::MIGRATOR.run(&db).await?;
+    let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
+    let kube_server = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
+    let kube = kube_server.client().await?;
+    install_crds(&kube).await?;
+
+    let tenant = store::tenants::insert(&db, "bench", "bench", &json!({})).await?;
+    let mut tx = db.begin().await?;
+    let cp = NewControlPlane {
+        name: "prod".into(),
+        kubernetes_version: "v1.33.2".into(),
+        replicas: 2,
+        service_type: "ClusterIP".into(),
+        port: 6443,
+        size_class: "small".into(),
+        datastore_pool: None,
+        datastore_labels: json!({}),
+        datastore_name: Some("etcd-default".into()),
+        offload: "none".into(),
+        addons: json!({}),
+        labels: json!({}),
+    };
+    let row = store::control_planes::insert(&mut tx, tenant.id, &cp).await?;
+    let op = store::control_planes::insert_operation(&mut tx, tenant.id, row.id, "create", None).await?;
+    store::control_planes::enqueue(
+        &mut tx,
+        tenant.id,
+        row.id,
+        op.id,
+        "apply",
+        &json!({"generation": 1}),
+    )
+    .await?;
+    tx.commit().await?;
+
+    let worker = Arc::new(Worker::new(
+        db.clone(),
+        kube.clone(),
+        WorkerSettings {
+            resync_seconds: 3600.0,
+            ..WorkerSettings::default()
+        },
+        WorkerMetrics::default(),
+    ));
+    let task = tokio::spawn(worker.run());
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), "tp-bench");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while api.get_opt("prod").await?.is_none() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the TCP never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let mut listener = PgListener::connect(&url).await?;
+    listener.listen("control_plane_status").await?;
+    // Drain the Provisioning write of the first watch event.
+    while tokio::time::timeout(Duration::from_millis(500), listener.recv())
+        .await
+        .is_ok()
+    {}
+
+    let mut samples = Vec::with_capacity(CHANGES);
+    for i in 0..CHANGES {
+        let status =
+            json!({"status": {"controlPlaneEndpoint": format!("10.0.{}.{}:6443", i / 250, i % 250 + 1)}});
+        let started = std::time::Instant::now();
+        api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        tokio::time::timeout(Duration::from_secs(10), listener.recv())
+            .await
+            .with_context(|| format!("no NOTIFY for change {i} within 10 s"))??;
+        samples.push(started.elapsed());
+    }
+    task.abort();
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "status-back latency over {CHANGES} changes (status write → NOTIFY after commit): \
+         p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        ms(pct(0.50)),
+        ms(pct(0.90)),
+        ms(pct(0.99)),
+        ms(pct(1.0))
+    );
+    drop((kube_server, etcd, pg));
+    Ok(())
+}
+
+async fn install_crds(kube: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    for (_, crd) in all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd))
+            .await?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let established = api
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "CRD {name} not established");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // The new resource may take a moment to be served.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(())
+}

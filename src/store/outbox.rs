@@ -1,0 +1,241 @@
+//! The worker's side of the outbox: claim, finish, retry; placements; status written back.
+
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+use super::{StoreError, control_planes::ControlPlaneRow};
+
+/// An outbox row claimed by a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    /// Id (also the order rows of one control plane are applied in).
+    pub id: i64,
+    /// Tenant.
+    pub tenant_id: Uuid,
+    /// Control plane.
+    pub control_plane_id: Option<Uuid>,
+    /// Operation to finish.
+    pub operation_id: Option<Uuid>,
+    /// `apply` or `delete`.
+    pub kind: String,
+    /// `{"generation": n}` for applies.
+    pub payload: serde_json::Value,
+    /// Failed attempts so far.
+    pub attempts: i32,
+}
+
+/// Locks up to `limit` due rows (`FOR UPDATE SKIP LOCKED`), at most one per control plane: the oldest
+/// unprocessed one, so that a control plane's rows apply in order and never on two workers at once.
+pub async fn claim(tx: &mut PgConnection, limit: i64) -> Result<Vec<OutboxRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        OutboxRow,
+        "select o.id, o.tenant_id, o.control_plane_id, o.operation_id, o.kind, o.payload, o.attempts
+         from outbox o
+         where o.processed_at is null and o.next_attempt_at <= now()
+           and not exists (select 1 from outbox p
+                           where p.control_plane_id = o.control_plane_id and p.processed_at is null and p.id < o.id)
+         order by o.id
+         limit $1
+         for update of o skip locked",
+        limit
+    )
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
+/// Marks a row done.
+pub async fn complete(tx: &mut PgConnection, id: i64) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update outbox set processed_at = now(), last_error = null where id = $1",
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Puts a row back for a later pass; `failed` counts an attempt and records the error.
+pub async fn retry_later(
+    tx: &mut PgConnection,
+    id: i64,
+    delay_seconds: f64,
+    failed: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update outbox set next_attempt_at = now() + make_interval(secs => $2),
+                           attempts = attempts + case when $3::text is null then 0 else 1 end,
+                           last_error = coalesce($3, last_error)
+         where id = $1",
+        id,
+        delay_seconds,
+        failed
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Gives up on a row: done, with its last error.
+pub async fn give_up(tx: &mut PgConnection, id: i64, error: &str) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update outbox set processed_at = now(), attempts = attempts + 1, last_error = $2 where id = $1",
+        id,
+        error
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Unprocessed rows (the outbox depth).
+pub async fn depth(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar!(r#"select count(*) as "n!" from outbox where processed_at is null"#)
+            .fetch_one(db)
+            .await?,
+    )
+}
+
+/// Sets an operation's state (and error).
+pub async fn set_operation(
+    tx: &mut PgConnection,
+    id: Uuid,
+    state: &str,
+    error: Option<&str>,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update operations set state = $2, error = $3, updated_at = now() where id = $1",
+        id,
+        state,
+        error
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// A control plane whatever its state (deleted ones too), with its tenant's slug.
+pub async fn control_plane(
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<(ControlPlaneRow, String)>, StoreError> {
+    let row = sqlx::query_as!(
+        ControlPlaneRow,
+        "select id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, datastore_pool,
+                datastore_labels, datastore_name, offload, addons, labels, phase, status, generation, deleted_at,
+                created_at, updated_at
+         from control_planes where tenant_id = $1 and id = $2",
+        tenant,
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let slug = sqlx::query_scalar!("select slug from tenants where id = $1", tenant)
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(Some((row, slug)))
+}
+
+/// Live control planes after `after` (by id), locked `FOR SHARE SKIP LOCKED` so that a delete cannot
+/// commit while the resync re-applies them; with their tenants' slugs.
+pub async fn live_page(
+    tx: &mut PgConnection,
+    after: Uuid,
+    limit: i64,
+) -> Result<Vec<(ControlPlaneRow, String)>, StoreError> {
+    let rows = sqlx::query_as!(
+        ControlPlaneRow,
+        "select id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, datastore_pool,
+                datastore_labels, datastore_name, offload, addons, labels, phase, status, generation, deleted_at,
+                created_at, updated_at
+         from control_planes
+         where deleted_at is null and phase not in ('Deleting', 'Deleted') and id > $1
+         order by id
+         limit $2
+         for share skip locked",
+        after,
+        limit
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let slug = sqlx::query_scalar!("select slug from tenants where id = $1", row.tenant_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        out.push((row, slug));
+    }
+    Ok(out)
+}
+
+/// The placement of a control plane: primary DataStore name and `(resource, datastore)` overrides; `None`
+/// when placement has not run for it.
+pub async fn placement(
+    tx: &mut PgConnection,
+    control_plane: Uuid,
+) -> Result<Option<(String, Vec<(String, String)>)>, StoreError> {
+    let primary = sqlx::query_scalar!(
+        "select d.name from placements p join datastores d on d.id = p.datastore_id where p.control_plane_id = $1",
+        control_plane
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(primary) = primary else { return Ok(None) };
+    let overrides = sqlx::query!(
+        "select o.resource, d.name from placement_overrides o join datastores d on d.id = o.datastore_id
+         where o.control_plane_id = $1 order by o.resource",
+        control_plane
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|r| (r.resource, r.name))
+    .collect();
+    Ok(Some((primary, overrides)))
+}
+
+/// Records that a control plane is gone from the cluster.
+pub async fn mark_deleted(tx: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update control_planes set deleted_at = coalesce(deleted_at, now()), phase = 'Deleted', updated_at = now()
+         where tenant_id = $1 and id = $2",
+        tenant,
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Writes the observed phase and status of a live control plane, and `NOTIFY control_plane_status,
+/// '<tenant>:<id>'` in the same statement (so the same transaction). Writes and notifies only on a change;
+/// a control plane being deleted keeps its phase. Returns whether anything changed.
+pub async fn write_status(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    id: Uuid,
+    phase: &str,
+    status: &serde_json::Value,
+) -> Result<bool, StoreError> {
+    let notified = sqlx::query_scalar!(
+        r#"with changed as (
+             update control_planes
+             set phase = case when phase in ('Deleting', 'Deleted') then phase else $3 end,
+                 status = $4, updated_at = now()
+             where tenant_id = $1 and id = $2 and deleted_at is null
+               and (status is distinct from $4 or (phase <> $3 and phase not in ('Deleting', 'Deleted')))
+             returning tenant_id, id
+           )
+           select pg_notify('control_plane_status', tenant_id::text || ':' || id::text)::text as "notified"
+           from changed"#,
+        tenant,
+        id,
+        phase,
+        status
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(notified.is_some())
+}

@@ -1,0 +1,584 @@
+//! The sync worker: PostgreSQL intent → `TenantControlPlane`s through the transactional outbox, and status
+//! back.
+//!
+//! Three loops run side by side ([`Worker::run`]):
+//! - **outbox**: claim due rows (`FOR UPDATE SKIP LOCKED`, oldest row per control plane), apply or delete,
+//!   and record the result in the transaction that holds the claim. A crash rolls the claim back and the
+//!   rows are applied again (server-side apply is idempotent); the committed audit row
+//!   `control-plane.applied` per outbox row makes every counted apply visible.
+//! - **status**: a watcher on our TCPs writes phase and status into `control_planes` and `NOTIFY`s
+//!   `control_plane_status` in the same statement. It starts from a fresh list, so restarts lose nothing.
+//! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
+//!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
+//!   managers own and we never send are left alone.
+
+pub mod metrics;
+pub mod status;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use futures_util::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, ResourceExt as _,
+    api::{DeleteParams, ObjectMeta, Patch, PatchParams},
+    runtime::{WatchStreamExt as _, watcher},
+};
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+pub use metrics::WorkerMetrics;
+
+use crate::{
+    k8s::crd::TenantControlPlane,
+    store::{self, StoreError, control_planes::ControlPlaneRow, outbox::OutboxRow},
+    translate::{self, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY, Placement},
+};
+
+/// Worker settings (flags of `tenantplane worker` and `serve --with-worker`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerSettings {
+    /// Outbox rows claimed per transaction.
+    #[arg(
+        long = "worker-batch-size",
+        env = "TENANTPLANE_WORKER_BATCH_SIZE",
+        default_value_t = 25
+    )]
+    pub batch_size: i64,
+    /// Attempts before a row and its operation are marked failed.
+    #[arg(
+        long = "worker-max-attempts",
+        env = "TENANTPLANE_WORKER_MAX_ATTEMPTS",
+        default_value_t = 8
+    )]
+    pub max_attempts: i32,
+    /// Seconds between drift resyncs (re-apply of every live control plane).
+    #[arg(
+        long = "worker-resync-seconds",
+        env = "TENANTPLANE_WORKER_RESYNC_SECONDS",
+        default_value_t = 300.0
+    )]
+    pub resync_seconds: f64,
+    /// Namespace of a tenant's TCPs; `{tenant}` is the tenant slug.
+    #[arg(long = "namespace-template", env = "TENANTPLANE_NAMESPACE_TEMPLATE", default_value = translate::DEFAULT_NAMESPACE_TEMPLATE)]
+    pub namespace_template: String,
+    /// Milliseconds between outbox polls when idle.
+    #[arg(
+        long = "worker-poll-ms",
+        env = "TENANTPLANE_WORKER_POLL_MS",
+        default_value_t = 200
+    )]
+    pub poll_ms: u64,
+    /// First retry delay in milliseconds; doubles per attempt (with jitter).
+    #[arg(
+        long = "worker-backoff-ms",
+        env = "TENANTPLANE_WORKER_BACKOFF_MS",
+        default_value_t = 1000
+    )]
+    pub backoff_ms: u64,
+    /// Largest retry delay in milliseconds.
+    #[arg(
+        long = "worker-backoff-max-ms",
+        env = "TENANTPLANE_WORKER_BACKOFF_MAX_MS",
+        default_value_t = 300_000
+    )]
+    pub backoff_max_ms: u64,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            batch_size: 25,
+            max_attempts: 8,
+            resync_seconds: 300.0,
+            namespace_template: translate::DEFAULT_NAMESPACE_TEMPLATE.into(),
+            poll_ms: 200,
+            backoff_ms: 1000,
+            backoff_max_ms: 300_000,
+        }
+    }
+}
+
+impl WorkerSettings {
+    /// Checks what clap cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch_size < 1 {
+            return Err("the worker batch size must be at least 1".into());
+        }
+        if self.max_attempts < 1 {
+            return Err("the worker max attempts must be at least 1".into());
+        }
+        if !(self.resync_seconds.is_finite() && self.resync_seconds > 0.0) {
+            return Err("the worker resync interval must be positive".into());
+        }
+        if !self.namespace_template.contains("{tenant}") {
+            return Err("the namespace template must contain {tenant}".into());
+        }
+        Ok(())
+    }
+}
+
+/// The retry delay after `attempt` failures (1-based): `base · 2^(attempt-1)`, capped at `max`, scaled by a
+/// jitter factor in `[0.5, 1.0]` (`unit` in `[0, 1)`).
+pub fn backoff(attempt: i32, base: Duration, max: Duration, unit: f64) -> Duration {
+    let exp = attempt.clamp(1, 31) - 1;
+    let raw = base.as_secs_f64() * f64::from(1u32 << exp);
+    let capped = raw.min(max.as_secs_f64());
+    Duration::from_secs_f64(capped * (0.5 + unit.clamp(0.0, 1.0) / 2.0))
+}
+
+fn jitter_unit() -> f64 {
+    (Uuid::new_v4().as_u128() % 10_000) as f64 / 10_000.0
+}
+
+/// How long a delete waits before it checks again whether the TCP is gone (finalizers run meanwhile).
+const DELETE_RECHECK: Duration = Duration::from_secs(1);
+
+/// Worker errors.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// PostgreSQL.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// PostgreSQL (transaction control).
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// The management cluster.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// What happened to one outbox row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Applied,
+    Deleted,
+    Waiting,
+    Skipped,
+    Retrying,
+    Failed,
+}
+
+/// One worker process's state. Several workers (processes or tasks) may share a database.
+pub struct Worker {
+    db: PgPool,
+    kube: kube::Client,
+    settings: WorkerSettings,
+    metrics: WorkerMetrics,
+    id: String,
+    namespaces: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("id", &self.id)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// A worker on `db` and the management cluster `kube`.
+    pub fn new(db: PgPool, kube: kube::Client, settings: WorkerSettings, metrics: WorkerMetrics) -> Self {
+        let id = format!(
+            "worker:{}-{}",
+            std::process::id(),
+            &Uuid::new_v4().simple().to_string()[..8]
+        );
+        Self {
+            db,
+            kube,
+            settings,
+            metrics,
+            id,
+            namespaces: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The actor name written to audit rows.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Runs the outbox, status and resync loops until the future is dropped (dropping mid-batch rolls the
+    /// claim back). Returns only if a loop ends with an error it cannot retry.
+    pub async fn run(self: Arc<Self>) -> anyhow::Result<()> {
+        tracing::info!(worker = %self.id, settings = ?self.settings, "sync worker started");
+        let outbox = self.clone().outbox_loop();
+        let status = self.clone().status_loop();
+        let resync = self.clone().resync_loop();
+        tokio::select! {
+            r = outbox => r,
+            r = status => r,
+            r = resync => r,
+        }
+    }
+
+    async fn outbox_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        let idle = Duration::from_millis(self.settings.poll_ms);
+        loop {
+            let claimed = match self.process_batch().await {
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::warn!(%err, "outbox pass failed; retrying");
+                    0
+                }
+            };
+            if let Ok(depth) = store::outbox::depth(&self.db).await {
+                self.metrics.outbox_depth.set(depth);
+            }
+            if (claimed as i64) < self.settings.batch_size {
+                tokio::time::sleep(idle).await;
+            }
+        }
+    }
+
+    async fn resync_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        let every = Duration::from_secs_f64(self.settings.resync_seconds);
+        loop {
+            tokio::time::sleep(every).await;
+            match self.resync_once().await {
+                Ok(n) => tracing::debug!(applied = n, "drift resync done"),
+                Err(err) => tracing::warn!(%err, "drift resync failed"),
+            }
+        }
+    }
+
+    async fn status_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        let api: Api<TenantControlPlane> = Api::all(self.kube.clone());
+        let config = watcher::Config::default().labels(translate::SELECTOR);
+        let mut events = watcher(api, config).default_backoff().boxed();
+        loop {
+            match events.try_next().await {
+                Ok(Some(watcher::Event::Apply(tcp) | watcher::Event::InitApply(tcp))) => {
+                    if let Err(err) = self.write_status(&tcp).await {
+                        tracing::warn!(%err, tcp = %tcp.name_any(), "status write failed");
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                Err(err) => tracing::warn!(%err, "TenantControlPlane watch failed; backing off"),
+            }
+        }
+    }
+
+    /// Writes the status of one TCP back (no-op when unchanged or not ours). Returns whether it changed.
+    pub async fn write_status(&self, tcp: &TenantControlPlane) -> Result<bool, WorkerError> {
+        let Some(seen) = status::observe(tcp) else {
+            return Ok(false);
+        };
+        let changed = store::outbox::write_status(
+            &self.db,
+            seen.tenant_id,
+            seen.control_plane_id,
+            &seen.phase,
+            &seen.status,
+        )
+        .await?;
+        if changed {
+            self.metrics.status_updates.inc();
+        }
+        Ok(changed)
+    }
+
+    /// One outbox pass: claims up to `batch_size` due rows and handles them in one transaction. Returns how
+    /// many rows it claimed.
+    pub async fn process_batch(&self) -> Result<usize, WorkerError> {
+        let mut tx = self.db.begin().await?;
+        let rows = store::outbox::claim(&mut tx, self.settings.batch_size).await?;
+        let claimed = rows.len();
+        for row in rows {
+            let outcome = self.handle(&mut tx, &row).await?;
+            tracing::debug!(outbox = row.id, kind = %row.kind, ?outcome, "outbox row handled");
+        }
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    async fn handle(&self, tx: &mut PgConnection, row: &OutboxRow) -> Result<Outcome, WorkerError> {
+        let found = match row.control_plane_id {
+            Some(id) => store::outbox::control_plane(tx, row.tenant_id, id).await?,
+            None => None,
+        };
+        let Some((cp, slug)) = found else {
+            store::outbox::complete(tx, row.id).await?;
+            return Ok(Outcome::Skipped);
+        };
+        match row.kind.as_str() {
+            "apply" => self.handle_apply(tx, row, &cp, &slug).await,
+            "delete" => self.handle_delete(tx, row, &cp, &slug).await,
+            other => {
+                let error = format!("unknown outbox kind {other:?}");
+                self.finish(tx, row, "failed", Some(&error)).await?;
+                Ok(Outcome::Failed)
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        tx: &mut PgConnection,
+        row: &OutboxRow,
+        state: &str,
+        error: Option<&str>,
+    ) -> Result<(), WorkerError> {
+        match error {
+            Some(error) if state == "failed" => store::outbox::give_up(tx, row.id, error).await?,
+            _ => store::outbox::complete(tx, row.id).await?,
+        }
+        if let Some(op) = row.operation_id {
+            store::outbox::set_operation(tx, op, state, error).await?;
+        }
+        Ok(())
+    }
+
+    async fn handle_apply(
+        &self,
+        tx: &mut PgConnection,
+        row: &OutboxRow,
+        cp: &ControlPlaneRow,
+        slug: &str,
+    ) -> Result<Outcome, WorkerError> {
+        if cp.deleted_at.is_some() || matches!(cp.phase.as_str(), "Deleting" | "Deleted") {
+            self.finish(
+                tx,
+                row,
+                "failed",
+                Some("superseded: the control plane was deleted before this change was applied"),
+            )
+            .await?;
+            return Ok(Outcome::Skipped);
+        }
+        let generation = row.payload.get("generation").and_then(serde_json::Value::as_i64);
+        if generation.is_some_and(|g| g < cp.generation) {
+            // A newer row carries this change too; it applies the current spec.
+            self.finish(tx, row, "succeeded", None).await?;
+            return Ok(Outcome::Skipped);
+        }
+        let placement = self.placement(tx, cp).await?;
+        let started = Instant::now();
+        match self.apply(cp, &placement, slug).await {
+            Ok(()) => {
+                self.metrics
+                    .apply_latency
+                    .observe(started.elapsed().as_secs_f64());
+                self.finish(tx, row, "succeeded", None).await?;
+                store::audit(
+                    &mut *tx,
+                    Some(cp.tenant_id),
+                    &self.id,
+                    "control-plane.applied",
+                    "control-plane",
+                    &cp.id.to_string(),
+                    None,
+                    serde_json::json!({"outboxId": row.id, "generation": cp.generation}),
+                )
+                .await?;
+                self.metrics.applies.inc();
+                Ok(Outcome::Applied)
+            }
+            Err(err) => self.failed_attempt(tx, row, &err.to_string()).await,
+        }
+    }
+
+    async fn failed_attempt(
+        &self,
+        tx: &mut PgConnection,
+        row: &OutboxRow,
+        error: &str,
+    ) -> Result<Outcome, WorkerError> {
+        self.metrics.failures.inc();
+        let attempt = row.attempts + 1;
+        if attempt >= self.settings.max_attempts {
+            tracing::warn!(outbox = row.id, attempt, %error, "giving up");
+            let error = format!("gave up after {attempt} attempts: {error}");
+            self.finish(tx, row, "failed", Some(&error)).await?;
+            return Ok(Outcome::Failed);
+        }
+        let delay = backoff(
+            attempt,
+            Duration::from_millis(self.settings.backoff_ms),
+            Duration::from_millis(self.settings.backoff_max_ms),
+            jitter_unit(),
+        );
+        tracing::info!(outbox = row.id, attempt, %error, ?delay, "apply failed; retrying later");
+        store::outbox::retry_later(tx, row.id, delay.as_secs_f64(), Some(error)).await?;
+        if let Some(op) = row.operation_id {
+            store::outbox::set_operation(tx, op, "running", None).await?;
+        }
+        Ok(Outcome::Retrying)
+    }
+
+    async fn handle_delete(
+        &self,
+        tx: &mut PgConnection,
+        row: &OutboxRow,
+        cp: &ControlPlaneRow,
+        slug: &str,
+    ) -> Result<Outcome, WorkerError> {
+        let namespace = translate::namespace(&self.settings.namespace_template, slug);
+        let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);
+        let gone = match api.get_opt(&cp.name).await {
+            Ok(None) => true,
+            Ok(Some(tcp)) if tcp.metadata.deletion_timestamp.is_some() => false,
+            Ok(Some(_)) => match api.delete(&cp.name, &DeleteParams::background()).await {
+                Ok(either) => either.is_right(),
+                Err(kube::Error::Api(status)) if status.code == 404 => true,
+                Err(err) => return self.failed_attempt(tx, row, &err.to_string()).await,
+            },
+            Err(err) => return self.failed_attempt(tx, row, &err.to_string()).await,
+        };
+        if !gone {
+            // Finalizers run first; look again on a later pass without holding up this batch.
+            store::outbox::retry_later(tx, row.id, DELETE_RECHECK.as_secs_f64(), None).await?;
+            if let Some(op) = row.operation_id {
+                store::outbox::set_operation(tx, op, "running", None).await?;
+            }
+            return Ok(Outcome::Waiting);
+        }
+        store::outbox::mark_deleted(tx, cp.tenant_id, cp.id).await?;
+        self.finish(tx, row, "succeeded", None).await?;
+        store::audit(
+            &mut *tx,
+            Some(cp.tenant_id),
+            &self.id,
+            "control-plane.deleted",
+            "control-plane",
+            &cp.id.to_string(),
+            None,
+            serde_json::json!({"outboxId": row.id}),
+        )
+        .await?;
+        Ok(Outcome::Deleted)
+    }
+
+    async fn placement(&self, tx: &mut PgConnection, cp: &ControlPlaneRow) -> Result<Placement, WorkerError> {
+        Ok(match store::outbox::placement(tx, cp.id).await? {
+            Some((primary, overrides)) => Placement {
+                data_store: Some(primary),
+                overrides,
+            },
+            None => Placement::fallback(cp),
+        })
+    }
+
+    /// Ensures the namespace and server-side applies the TCP of `cp`.
+    async fn apply(
+        &self,
+        cp: &ControlPlaneRow,
+        placement: &Placement,
+        slug: &str,
+    ) -> Result<(), kube::Error> {
+        let tcp = translate::translate(cp, placement, slug, &self.settings.namespace_template);
+        let namespace = tcp.metadata.namespace.clone().unwrap_or_default();
+        self.ensure_namespace(&namespace, cp.tenant_id).await?;
+        let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match api.patch(&cp.name, &params, &Patch::Apply(&tcp)).await {
+            Ok(_) => Ok(()),
+            Err(err) => {
+                // The namespace may have been deleted behind our back: ensure it again next time.
+                self.forget_namespace(&namespace);
+                Err(err)
+            }
+        }
+    }
+
+    fn forget_namespace(&self, namespace: &str) {
+        if let Ok(mut known) = self.namespaces.lock() {
+            known.remove(namespace);
+        }
+    }
+
+    async fn ensure_namespace(&self, name: &str, tenant: Uuid) -> Result<(), kube::Error> {
+        if self.namespaces.lock().map(|k| k.contains(name)).unwrap_or(false) {
+            return Ok(());
+        }
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some(
+                    [
+                        (LABEL_MANAGED_BY.to_string(), MANAGED_BY.to_string()),
+                        (LABEL_TENANT.to_string(), tenant.to_string()),
+                    ]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let api: Api<Namespace> = Api::all(self.kube.clone());
+        api.patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&ns),
+        )
+        .await?;
+        if let Ok(mut known) = self.namespaces.lock() {
+            known.insert(name.to_string());
+        }
+        Ok(())
+    }
+
+    /// Re-applies every live control plane (drift repair); returns how many were applied. Each page is
+    /// locked `FOR SHARE` while it is applied, so a concurrent delete waits and cannot be resurrected.
+    pub async fn resync_once(&self) -> Result<usize, WorkerError> {
+        let mut after = Uuid::nil();
+        let mut applied = 0;
+        let mut slugs: HashMap<Uuid, String> = HashMap::new();
+        loop {
+            let mut tx = self.db.begin().await?;
+            let page = store::outbox::live_page(&mut tx, after, 100).await?;
+            let Some((last, _)) = page.last() else { break };
+            after = last.id;
+            for (cp, slug) in &page {
+                slugs.insert(cp.tenant_id, slug.clone());
+                let placement = self.placement(&mut tx, cp).await?;
+                match self.apply(cp, &placement, slug).await {
+                    Ok(()) => {
+                        applied += 1;
+                        self.metrics.resync_applies.inc();
+                    }
+                    Err(err) => {
+                        self.metrics.failures.inc();
+                        tracing::warn!(%err, control_plane = %cp.id, "resync apply failed");
+                    }
+                }
+            }
+            tx.commit().await?;
+        }
+        Ok(applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter_between_half_and_full() {
+        let base = Duration::from_secs(1);
+        let max = Duration::from_secs(60);
+        assert_eq!(backoff(1, base, max, 1.0), Duration::from_secs(1));
+        assert_eq!(backoff(4, base, max, 1.0), Duration::from_secs(8));
+        assert_eq!(backoff(4, base, max, 0.0), Duration::from_secs(4));
+        assert_eq!(backoff(20, base, max, 1.0), Duration::from_secs(60));
+        assert_eq!(backoff(i32::MAX, base, max, 0.0), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn settings_need_the_tenant_placeholder() {
+        let bad = WorkerSettings {
+            namespace_template: "fixed".into(),
+            ..WorkerSettings::default()
+        };
+        assert!(bad.validate().is_err());
+        assert!(WorkerSettings::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,588 @@
+//! The sync worker on real PostgreSQL and the shared real kube-apiserver: outbox → TenantControlPlanes,
+//! status back, crash safety, concurrency, an unreachable apiserver, drift.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use kube::{
+    Api,
+    api::{ListParams, Patch, PatchParams},
+};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use tenantplane::{
+    k8s::crd::TenantControlPlane,
+    localenv::{
+        self,
+        process::{ChildProcess, Spec},
+    },
+    store::{self, control_planes::NewControlPlane},
+    translate::{self, LABEL_CONTROL_PLANE, Placement},
+    worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+use uuid::Uuid;
+
+use crate::{
+    api::{App, spawn_app},
+    support,
+};
+
+/// Fast settings for tests: short polls and backoff, no resync unless asked.
+fn settings() -> WorkerSettings {
+    WorkerSettings {
+        batch_size: 20,
+        poll_ms: 50,
+        backoff_ms: 100,
+        backoff_max_ms: 1000,
+        resync_seconds: 3600.0,
+        ..WorkerSettings::default()
+    }
+}
+
+/// A worker task that stops (mid-batch if need be) when dropped.
+struct Running(tokio::task::JoinHandle<anyhow::Result<()>>, Arc<Worker>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn start(db: PgPool, kube: kube::Client, settings: WorkerSettings) -> Running {
+    let worker = Arc::new(Worker::new(db, kube, settings, WorkerMetrics::default()));
+    Running(tokio::spawn(worker.clone().run()), worker)
+}
+
+async fn fresh_db() -> (String, PgPool) {
+    let url = support::fresh_database("worker").await;
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect(&url)
+        .await
+        .unwrap();
+    store::MIGRATOR.run(&db).await.unwrap();
+    (url, db)
+}
+
+/// A tenant with `n` control planes queued for creation, written as the service writes them (row,
+/// operation, outbox row). Returns the slug.
+async fn queue_creates(db: &PgPool, n: usize) -> String {
+    let slug = support::unique("wk");
+    let tenant = store::tenants::insert(db, &slug, "worker test", &json!({}))
+        .await
+        .unwrap();
+    let mut tx = db.begin().await.unwrap();
+    for i in 0..n {
+        let cp = NewControlPlane {
+            name: format!("cp-{i:03}"),
+            kubernetes_version: "v1.33.2".into(),
+            replicas: (i % 3) as i32,
+            service_type: "ClusterIP".into(),
+            port: 6443,
+            size_class: ["small", "medium", "large"][i % 3].into(),
+            datastore_pool: None,
+            datastore_labels: json!({}),
+            datastore_name: Some("etcd-default".into()),
+            offload: "none".into(),
+            addons: json!({"coreDNS": true, "kubeProxy": true, "konnectivity": false}),
+            labels: json!({}),
+        };
+        let row = store::control_planes::insert(&mut tx, tenant.id, &cp)
+            .await
+            .unwrap();
+        let op = store::control_planes::insert_operation(&mut tx, tenant.id, row.id, "create", None)
+            .await
+            .unwrap();
+        store::control_planes::enqueue(
+            &mut tx,
+            tenant.id,
+            row.id,
+            op.id,
+            "apply",
+            &json!({"generation": row.generation}),
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    slug
+}
+
+async fn count_ops(db: &PgPool, state: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("select count(*) from operations where state = $1")
+        .bind(state)
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+/// Committed applies per outbox row: `(rows applied, largest count for one row)`.
+async fn applies(db: &PgPool) -> (i64, i64) {
+    sqlx::query_as::<_, (i64, i64)>(
+        "select count(*), coalesce(max(n), 0) from (
+           select details->>'outboxId', count(*) as n from audit_log
+           where action = 'control-plane.applied' group by 1) a",
+    )
+    .fetch_one(db)
+    .await
+    .unwrap()
+}
+
+async fn tcps(kube: &kube::Client, namespace: &str) -> Vec<TenantControlPlane> {
+    Api::<TenantControlPlane>::namespaced(kube.clone(), namespace)
+        .list(&ListParams::default().labels(translate::SELECTOR))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// The TCP `name` in `tp-<slug>`, once it exists (and satisfies `ok`).
+async fn wait_tcp(
+    kube: &kube::Client,
+    slug: &str,
+    name: &str,
+    ok: impl Fn(&TenantControlPlane) -> bool,
+) -> TenantControlPlane {
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    support::eventually(&format!("TCP {name}"), Duration::from_secs(30), || async {
+        api.get_opt(name).await.ok().flatten().filter(|t| ok(t))
+    })
+    .await
+}
+
+async fn wait_op(app: &App, slug: &str, token: &str, op: &str, state: &str) -> Value {
+    support::eventually(
+        &format!("operation {op} {state}"),
+        Duration::from_secs(30),
+        || async {
+            let r = app
+                .call(
+                    Method::GET,
+                    &format!("/api/v1/tenants/{slug}/operations/{op}"),
+                    Some(token),
+                    None,
+                )
+                .await;
+            (r.body["state"] == state).then_some(r.body)
+        },
+    )
+    .await
+}
+
+/// What the worker would render for the stored row.
+async fn expected_spec(db: &PgPool, tenant: Uuid, id: Uuid, slug: &str) -> Value {
+    let mut conn = db.acquire().await.unwrap();
+    let (row, _) = store::outbox::control_plane(&mut conn, tenant, id)
+        .await
+        .unwrap()
+        .unwrap();
+    let tcp = translate::translate(&row, &Placement::fallback(&row), slug, "tp-{tenant}");
+    serde_json::to_value(&tcp.spec).unwrap()
+}
+
+#[tokio::test]
+async fn worker_create_update_and_delete_reach_the_cluster() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let slug = app.tenant("wk").await;
+    let tenant = crate::api::tenant_id(&app, &slug).await;
+    let token = app.token(&slug, "tenant-admin").await;
+
+    // Create: the TCP's spec is the pure translation of the stored row, field by field.
+    let created = app.control_plane(&slug, &token, "prod").await;
+    let id: Uuid = created["controlPlane"]["id"].as_str().unwrap().parse().unwrap();
+    let op = created["operation"]["id"].as_str().unwrap();
+    let tcp = wait_tcp(&kube, &slug, "prod", |_| true).await;
+    assert_eq!(
+        serde_json::to_value(&tcp.spec).unwrap(),
+        expected_spec(&app.ctx.db, tenant, id, &slug).await
+    );
+    let labels = tcp.metadata.labels.clone().unwrap();
+    assert_eq!(labels[LABEL_CONTROL_PLANE], id.to_string());
+    assert_eq!(labels[translate::LABEL_TENANT], tenant.to_string());
+    wait_op(&app, &slug, &token, op, "succeeded").await;
+    let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
+        .get(&format!("tp-{slug}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ns.metadata.labels.unwrap()[translate::LABEL_TENANT],
+        tenant.to_string()
+    );
+
+    // Update: version and replicas (0 = asleep) propagate.
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/api/v1/tenants/{slug}/control-planes/{id}"),
+            Some(&token),
+            Some(json!({"kubernetesVersion": "v1.34.1", "replicas": 0})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let tcp = wait_tcp(&kube, &slug, "prod", |t| t.spec.kubernetes.version == "v1.34.1").await;
+    assert_eq!(
+        tcp.spec.control_plane.deployment.as_ref().unwrap().replicas,
+        Some(0)
+    );
+    assert_eq!(
+        serde_json::to_value(&tcp.spec).unwrap(),
+        expected_spec(&app.ctx.db, tenant, id, &slug).await
+    );
+    wait_op(
+        &app,
+        &slug,
+        &token,
+        r.body["operation"]["id"].as_str().unwrap(),
+        "succeeded",
+    )
+    .await;
+
+    // Delete: the TCP goes, then the record says deleted.
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tenants/{slug}/control-planes/{id}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    wait_op(
+        &app,
+        &slug,
+        &token,
+        r.body["operation"]["id"].as_str().unwrap(),
+        "succeeded",
+    )
+    .await;
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    assert!(api.get_opt("prod").await.unwrap().is_none());
+    let (phase, deleted): (String, bool) =
+        sqlx::query_as("select phase, deleted_at is not null from control_planes where id = $1")
+            .bind(id)
+            .fetch_one(&app.ctx.db)
+            .await
+            .unwrap();
+    assert_eq!((phase.as_str(), deleted), ("Deleted", true));
+    let r = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}/control-planes/{id}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn worker_status_change_shows_in_the_api_within_a_second() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let slug = app.tenant("wks").await;
+    let token = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &token, "prod").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
+    wait_tcp(&kube, &slug, "prod", |_| true).await;
+    // Without a status the phase becomes Provisioning.
+    support::eventually("phase Provisioning", Duration::from_secs(10), || async {
+        let r = app.call(Method::GET, &path, Some(&token), None).await;
+        (r.body["phase"] == "Provisioning").then_some(())
+    })
+    .await;
+
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    let status = json!({"status": {
+        "controlPlaneEndpoint": "10.0.0.7:6443",
+        "kubeconfig": {"admin": {"secretName": "prod-admin-kubeconfig"}},
+        "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
+    }});
+    let started = std::time::Instant::now();
+    api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let body = support::eventually("phase Ready", Duration::from_secs(1), || async {
+        let r = app.call(Method::GET, &path, Some(&token), None).await;
+        (r.body["phase"] == "Ready").then_some(r.body)
+    })
+    .await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
+    assert_eq!(
+        body["status"]["kubeconfigSecret"],
+        json!({"namespace": format!("tp-{slug}"), "name": "prod-admin-kubeconfig"})
+    );
+    assert_eq!(body["status"]["endpoint"], "10.0.0.7:6443");
+    assert_eq!(body["status"]["installedVersion"], "v1.33.2");
+}
+
+fn worker_process(url: &str, log: &std::path::Path) -> ChildProcess {
+    let kubeconfig = support::cluster().kube.kubeconfig_path().to_path_buf();
+    let spec = Spec::new("worker", env!("CARGO_BIN_EXE_tenantplane"))
+        .args(["worker", "--migrate", "false", "--worker-batch-size", "20"])
+        .args(["--worker-poll-ms", "50", "--worker-resync-seconds", "3600"])
+        .arg_pair("--database-url", url)
+        .arg_pair("--kubeconfig", kubeconfig.to_str().unwrap())
+        .env("RUST_LOG", "info");
+    ChildProcess::spawn(&spec, log).unwrap()
+}
+
+trait ArgPair {
+    fn arg_pair(self, flag: &str, value: &str) -> Self;
+}
+
+impl ArgPair for Spec {
+    fn arg_pair(self, flag: &str, value: &str) -> Self {
+        self.args([flag, value])
+    }
+}
+
+#[tokio::test]
+async fn worker_survives_sigkill_mid_batch_without_duplicates() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let (url, db) = fresh_db().await;
+    let slug = queue_creates(&db, 300).await;
+    let log = localenv::scratch_dir("worker-crash").unwrap().join("worker.log");
+
+    let mut mid_batch = 0;
+    for (round, kill_at) in [(1, 60), (2, 160)] {
+        let child = worker_process(&url, &log);
+        support::eventually(
+            &format!("{kill_at} succeeded"),
+            Duration::from_secs(60),
+            || async { (count_ops(&db, "succeeded").await >= kill_at).then_some(()) },
+        )
+        .await;
+        drop(child); // SIGKILL, with a batch in flight
+        let done = count_ops(&db, "succeeded").await;
+        let applied = tcps(&kube, &format!("tp-{slug}")).await.len();
+        eprintln!("kill {round}: {done} operations succeeded, {applied} TCPs exist");
+        assert!(done < 300, "the worker finished before kill {round}");
+        if applied as i64 > done {
+            mid_batch += 1; // applied to the cluster, not yet committed
+        }
+    }
+    assert!(mid_batch >= 1, "no kill landed inside a batch");
+    let _child = worker_process(&url, &log);
+    support::eventually("300 succeeded", Duration::from_secs(90), || async {
+        (count_ops(&db, "succeeded").await == 300).then_some(())
+    })
+    .await;
+
+    let items = tcps(&kube, &format!("tp-{slug}")).await;
+    let ids: HashSet<String> = items
+        .iter()
+        .map(|t| t.metadata.labels.as_ref().unwrap()[LABEL_CONTROL_PLANE].clone())
+        .collect();
+    assert_eq!((items.len(), ids.len()), (300, 300));
+    assert_eq!(
+        applies(&db).await,
+        (300, 1),
+        "each outbox row applied (and committed) once"
+    );
+    let pending: i64 = sqlx::query_scalar("select count(*) from outbox where processed_at is null")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(pending, 0);
+}
+
+#[tokio::test]
+async fn worker_pair_shares_the_outbox_without_duplicate_applies() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let (url, db) = fresh_db().await;
+    let slug = queue_creates(&db, 300).await;
+    let second = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(5)
+        .connect(&url)
+        .await
+        .unwrap();
+    let a = start(db.clone(), support::client().await, settings());
+    let b = start(second, support::client().await, settings());
+    support::eventually("300 succeeded", Duration::from_secs(90), || async {
+        (count_ops(&db, "succeeded").await == 300).then_some(())
+    })
+    .await;
+    assert_eq!(applies(&db).await, (300, 1), "no outbox row applied twice");
+    let actors: Vec<(String, i64)> = sqlx::query_as(
+        "select actor, count(*) from audit_log where action = 'control-plane.applied' group by 1",
+    )
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    eprintln!("applies per worker: {actors:?} ({} / {})", a.1.id(), b.1.id());
+    assert_eq!(actors.len(), 2, "both workers took part: {actors:?}");
+    assert_eq!(tcps(&kube, &format!("tp-{slug}")).await.len(), 300);
+}
+
+/// A client of the shared cluster's credentials aimed at a closed port.
+async fn unreachable_client() -> kube::Client {
+    let mut config = support::cluster().kube.config().await.unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    config.cluster_url = format!("https://127.0.0.1:{port}").parse().unwrap();
+    config.connect_timeout = Some(Duration::from_secs(1));
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn worker_catches_up_after_the_apiserver_was_unreachable() {
+    support::crds_installed();
+    let app = spawn_app().await;
+    let slug = app.tenant("wku").await;
+    let token = app.token(&slug, "tenant-member").await;
+    let offline = start(
+        app.ctx.db.clone(),
+        unreachable_client().await,
+        WorkerSettings {
+            max_attempts: 100,
+            ..settings()
+        },
+    );
+    // The API accepts creates while the cluster is out of reach; the worker keeps retrying.
+    let mut ops = Vec::new();
+    for i in 0..5 {
+        let created = app.control_plane(&slug, &token, &format!("cp-{i}")).await;
+        ops.push(created["operation"]["id"].as_str().unwrap().to_string());
+    }
+    support::eventually("failed attempts", Duration::from_secs(15), || async {
+        let retried: i64 = sqlx::query_scalar(
+            "select count(*) from outbox where attempts >= 2 and processed_at is null and last_error is not null",
+        )
+        .fetch_one(&app.ctx.db)
+        .await
+        .unwrap();
+        (retried == 5).then_some(())
+    })
+    .await;
+    for op in &ops {
+        let r = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/tenants/{slug}/operations/{op}"),
+                Some(&token),
+                None,
+            )
+            .await;
+        assert_eq!(r.body["state"], "running", "{}", r.text);
+    }
+    drop(offline);
+
+    // Reachable again: everything arrives.
+    let kube = support::client().await;
+    let _online = start(app.ctx.db.clone(), kube.clone(), settings());
+    for op in &ops {
+        wait_op(&app, &slug, &token, op, "succeeded").await;
+    }
+    assert_eq!(tcps(&kube, &format!("tp-{slug}")).await.len(), 5);
+}
+
+#[tokio::test]
+async fn worker_gives_up_after_max_attempts_and_reports_the_error() {
+    let app = spawn_app().await;
+    let slug = app.tenant("wkf").await;
+    let token = app.token(&slug, "tenant-member").await;
+    let _offline = start(
+        app.ctx.db.clone(),
+        unreachable_client().await,
+        WorkerSettings {
+            max_attempts: 3,
+            ..settings()
+        },
+    );
+    let created = app.control_plane(&slug, &token, "doomed").await;
+    let op = wait_op(
+        &app,
+        &slug,
+        &token,
+        created["operation"]["id"].as_str().unwrap(),
+        "failed",
+    )
+    .await;
+    let error = op["error"].as_str().unwrap();
+    assert!(error.contains("gave up after 3 attempts"), "{error}");
+}
+
+#[tokio::test]
+async fn worker_resync_reverts_drift_and_keeps_foreign_fields() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let (_url, db) = fresh_db().await;
+    let slug = queue_creates(&db, 1).await;
+    let _worker = start(
+        db.clone(),
+        kube.clone(),
+        WorkerSettings {
+            resync_seconds: 1.0,
+            ..settings()
+        },
+    );
+    wait_tcp(&kube, &slug, "cp-000", |_| true).await;
+    // Someone else changes one of our fields and adds one of their own.
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    let edit = json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": "cp-000"},
+        "spec": {"kubernetes": {"version": "v1.30.9"}, "networkProfile": {"certSANs": ["api.example.com"]}}
+    });
+    api.patch(
+        "cp-000",
+        &PatchParams::apply("someone-else").force(),
+        &Patch::Apply(&edit),
+    )
+    .await
+    .unwrap();
+    let tcp = wait_tcp(&kube, &slug, "cp-000", |t| t.spec.kubernetes.version == "v1.33.2").await;
+    assert_eq!(
+        tcp.spec.network_profile.unwrap().cert_sans,
+        Some(vec!["api.example.com".to_string()]),
+        "a field another manager owns is left alone"
+    );
+}
+
+#[tokio::test]
+async fn worker_runs_inside_serve_and_exposes_its_metrics() {
+    support::crds_installed();
+    let (url, db) = fresh_db().await;
+    queue_creates(&db, 3).await;
+    let port = localenv::ports::claim().unwrap();
+    let kubeconfig = support::cluster().kube.kubeconfig_path().to_path_buf();
+    let spec = Spec::new("serve-with-worker", env!("CARGO_BIN_EXE_tenantplane"))
+        .args(["serve", "--with-worker", "--worker-poll-ms", "50"])
+        .arg_pair("--listen", &format!("127.0.0.1:{}", port.port()))
+        .arg_pair("--kubeconfig", kubeconfig.to_str().unwrap())
+        .env("DATABASE_URL", &url)
+        .env(
+            "TENANTPLANE_ENCRYPTION_KEY",
+            tenantplane::auth::keys::ServerKey::generate_base64().unwrap(),
+        );
+    let log = localenv::scratch_dir("serve-worker").unwrap().join("serve.log");
+    let _child = ChildProcess::spawn(&spec, &log).unwrap();
+    support::eventually("3 succeeded", Duration::from_secs(60), || async {
+        (count_ops(&db, "succeeded").await == 3).then_some(())
+    })
+    .await;
+    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", port.port()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "tenantplane_worker_applies_total 3",
+        "tenantplane_worker_outbox_depth ",
+        "tenantplane_worker_apply_duration_seconds_count 3",
+        "tenantplane_worker_failures_total 0",
+    ] {
+        assert!(metrics.contains(line), "{line:?} missing from:\n{metrics}");
+    }
+}
