@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub mod datastore;
 pub mod k8s;
 pub mod localenv;
