@@ -359,7 +359,18 @@ async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     let space = match space_of(storage.setup.as_ref()) {
         Some(space) => space,
         None => {
-            // Never recorded (e.g. the status write failed after provisioning): clean what it would be.
+            // Not recorded. If the config Secret exists, provisioning succeeded but the status write did
+            // not: clean what it would be. Otherwise nothing was ever provisioned (e.g. the DataStore was
+            // never ready), and deletion must not wait for a DataStore it never used.
+            let namespace = tcp
+                .namespace()
+                .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+            if fetch::secret(ctx, &namespace, &build::config_secret_name(tcp))
+                .await?
+                .is_none()
+            {
+                return Ok(());
+            }
             let (schema, user) = build::tenant_names(tcp)?;
             let Ok(space) = TenantSpace::new(schema, user) else {
                 return Ok(());

@@ -85,7 +85,7 @@ pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore,
             let username = text(ctx, "basicAuth.username", &auth.username).await?;
             let password = text(ctx, "basicAuth.password", &auth.password).await?;
             (
-                Some(username),
+                (!username.is_empty()).then_some(username),
                 (!password.is_empty()).then(|| Sealed::new(password)),
             )
         }

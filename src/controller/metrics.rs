@@ -69,6 +69,15 @@ impl Metrics {
             .inc();
     }
 
+    /// How many reconciles of `controller` ran so far.
+    pub fn reconciles(&self, controller: &str) -> u64 {
+        self.reconciles
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
+            .get()
+    }
+
     /// How many reconciles of `controller` failed with `reason` so far.
     pub fn errors(&self, controller: &str, reason: &str) -> u64 {
         self.reconcile_errors
