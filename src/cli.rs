@@ -9,7 +9,7 @@ use sqlx::{PgPool, postgres::PgPoolOptions};
 use crate::{
     api,
     auth::{TokenSettings, keys::ServerKey},
-    config::{AuthArgs, DbArgs, GlobalArgs, ServeArgs, WorkerArgs},
+    config::{AuthArgs, ControllerArgs, DbArgs, GlobalArgs, ServeArgs, WorkerArgs},
     domain::Role,
     localenv::postgres::LocalPostgres,
     service::{self, Ctx},
@@ -45,6 +45,8 @@ pub enum Command {
     Crdgen(crate::k8s::crd::CrdgenArgs),
     /// Print the OpenAPI document (as committed in schema/openapi.json).
     Openapi,
+    /// Run the DataStore and TenantControlPlane controllers (leader-elected).
+    Controller(ControllerArgs),
 }
 
 /// `tenantplane token …`.
@@ -93,6 +95,7 @@ impl Cli {
             Command::Migrate(args) => migrate(args).await,
             Command::Token(TokenCommand::Mint(args)) => mint(args).await,
             Command::Crdgen(args) => args.run(),
+            Command::Controller(args) => controller(args).await,
             Command::Openapi => {
                 print!("{}", api::openapi_json());
                 Ok(())
@@ -253,6 +256,47 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
         r = worker.run() => r,
         () = shutdown_signal() => Ok(()),
     }
+}
+
+/// `tenantplane controller`.
+async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
+    use crate::controller::{ControllerSettings, leader::LeaseSettings, metrics::Metrics};
+    let client = kube_client(args.kubeconfig.as_deref())
+        .await
+        .context("connect to the management cluster")?;
+    let identity = args.identity();
+    let mut settings = ControllerSettings::new(identity.clone());
+    settings.concurrency = args.concurrency.max(1);
+    settings.namespace = args.watch_namespace.clone();
+    settings.datastore_selector = args.datastore_selector.clone();
+    let lease = args.leader_election.then(|| {
+        LeaseSettings::new(
+            args.leader_election_name.clone(),
+            args.leader_election_namespace.clone(),
+            identity.clone(),
+        )
+    });
+    let metrics = Arc::new(Metrics::default());
+    let listener = tokio::net::TcpListener::bind(args.metrics_listen)
+        .await
+        .with_context(|| format!("bind {}", args.metrics_listen))?;
+    let router = {
+        let metrics = metrics.clone();
+        axum::Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let metrics = metrics.clone();
+                    async move { metrics.encode() }
+                }),
+            )
+    };
+    let http = tokio::spawn(async move { axum::serve(listener, router).await });
+    tracing::info!(%identity, leader_election = lease.is_some(), "starting the controllers");
+    let result = crate::controller::run(client, settings, lease, metrics, shutdown_signal()).await;
+    http.abort();
+    result.map_err(anyhow::Error::from)
 }
 
 /// `tenantplane serve`.

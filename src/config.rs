@@ -141,6 +141,64 @@ pub struct WorkerArgs {
     pub worker: crate::worker::WorkerSettings,
 }
 
+/// Settings of `tenantplane controller`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Reconciles of each controller (DataStore, TenantControlPlane) that may run at once.
+    #[arg(long, env = "TENANTPLANE_CONTROLLER_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: u16,
+    /// Run only while holding the leader Lease (turn off only for a single replica).
+    #[arg(long, env = "TENANTPLANE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "TENANTPLANE_LEADER_ELECTION_NAME",
+        default_value = "tenantplane-controller"
+    )]
+    pub leader_election_name: String,
+    /// Namespace of the leader Lease.
+    #[arg(
+        long,
+        env = "TENANTPLANE_LEADER_ELECTION_NAMESPACE",
+        default_value = "tenantplane-system"
+    )]
+    pub leader_election_namespace: String,
+    /// Identity in the Lease and in Events; default `<hostname>-<pid>`.
+    #[arg(long, env = "TENANTPLANE_IDENTITY")]
+    pub identity: Option<String>,
+    /// Only reconcile TenantControlPlanes of this namespace (default: all).
+    #[arg(long, env = "TENANTPLANE_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// Only reconcile DataStores matching this label selector (default: all).
+    #[arg(long, env = "TENANTPLANE_DATASTORE_SELECTOR")]
+    pub datastore_selector: Option<String>,
+    /// Address of the `/metrics` and `/healthz` endpoint.
+    #[arg(long, env = "TENANTPLANE_METRICS_LISTEN", default_value = "0.0.0.0:8081")]
+    pub metrics_listen: SocketAddr,
+    /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
+    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl ControllerArgs {
+    /// The identity: `--identity`, else `<hostname>-<pid>`.
+    pub fn identity(&self) -> String {
+        self.identity
+            .clone()
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| {
+                let host = std::env::var("HOSTNAME")
+                    .ok()
+                    .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+                    .map(|h| h.trim().to_string())
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "tenantplane".into());
+                format!("{host}-{}", std::process::id())
+            })
+    }
+}
+
 /// `$TMPDIR/tenantplane-local`: readable by the `postgres` user when we run as root.
 pub fn default_local_dir() -> PathBuf {
     std::env::temp_dir().join("tenantplane-local")

@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub mod datastore;
 pub mod domain;
 pub mod k8s;

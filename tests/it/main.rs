@@ -6,6 +6,7 @@
 )]
 
 mod api;
+mod controller;
 mod crds;
 mod datastore;
 mod serve;

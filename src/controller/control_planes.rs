@@ -1,0 +1,391 @@
+//! The TenantControlPlane controller. This module runs the **datastore phase**: the tenant's space and
+//! user on the primary DataStore and on every override, the `<tcp>-datastore-config` and
+//! `<tcp>-datastore-certificate` Secrets, `status.storage` and the conditions `DataStoreReady`,
+//! `OverridesApplied` and `DataStoreExclusive`. Later phases (certificates, kubeconfigs, the
+//! Deployment) plug in after [`datastore_phase`] and get its [`StorageOutcome`].
+
+use std::sync::Arc;
+
+use k8s_openapi::{api::core::v1::Secret, jiff::Timestamp};
+use kube::{Api, ResourceExt as _, runtime::controller::Action};
+
+use super::{
+    Context, Error, TCP_FINALIZER, apply,
+    build::{self, Conditions, ResolvedDataStore, tcp_conditions::*},
+    fetch, status,
+};
+use crate::{
+    datastore::{AnyDriver, Driver as _, TenantCredentials, TenantSpace},
+    k8s::crd::{DataStoreOverride, Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
+};
+
+/// The controller's name in metrics.
+pub const CONTROLLER: &str = "tenantcontrolplane";
+
+/// What the datastore phase hands to the next phases.
+#[derive(Debug)]
+pub struct StorageOutcome {
+    /// The applied `<tcp>-datastore-config` Secret.
+    pub config: Secret,
+    /// The applied `<tcp>-datastore-certificate` Secret (etcd, or a DataStore with TLS).
+    pub certificate: Option<Secret>,
+    /// The recorded storage status.
+    pub storage: StorageStatus,
+}
+
+/// Reconciles one TenantControlPlane and records the outcome (Event, metrics).
+pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_inner(&tcp, &ctx).await;
+    ctx.observe(CONTROLLER, tcp.as_ref(), &result).await;
+    result
+}
+
+/// Backoff for transient errors; permanent ones wait for a change.
+pub fn error_policy(tcp: Arc<TenantControlPlane>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.error_action(CONTROLLER, tcp.as_ref(), err)
+}
+
+async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let api = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace);
+    if tcp.metadata.deletion_timestamp.is_some() {
+        if apply::has_finalizer(tcp, TCP_FINALIZER) {
+            cleanup(tcp, ctx).await?;
+            apply::remove_finalizer(&api, tcp, TCP_FINALIZER).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    apply::add_finalizer(&api, tcp, TCP_FINALIZER).await?;
+
+    let _storage: StorageOutcome = datastore_phase(tcp, ctx).await?;
+    // Seam: the certificate, kubeconfig and Deployment phases run here, from `_storage`.
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The datastore phase: provisions, writes the Secrets, then records status and conditions, also on
+/// failure (the error then goes on to the Event, the metric and the requeue).
+pub async fn datastore_phase(tcp: &TenantControlPlane, ctx: &Context) -> Result<StorageOutcome, Error> {
+    let previous = tcp
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut conditions = Conditions::new(&previous, tcp.metadata.generation, Timestamp::now());
+    let mut storage = build::initial_storage(tcp);
+    let result = provision(tcp, ctx, &mut storage, &mut conditions).await;
+    if let Err(err) = &result {
+        let type_ = match err {
+            Error::Overrides { .. } => OVERRIDES_APPLIED,
+            Error::NotExclusive { .. } => DATASTORE_EXCLUSIVE,
+            _ => DATASTORE_READY,
+        };
+        conditions.set(type_, Some(false), err.reason(), err.to_string());
+        if type_ == DATASTORE_EXCLUSIVE {
+            conditions.set(
+                DATASTORE_READY,
+                Some(false),
+                err.reason(),
+                "the NATS DataStore serves another TenantControlPlane",
+            );
+        }
+    }
+    let recorded = build::initial_storage(tcp);
+    let new_conditions = conditions.into_vec();
+    if storage != recorded || !same_conditions(&previous, &new_conditions) {
+        let namespace = tcp
+            .namespace()
+            .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+        let storage = (storage != StorageStatus::default()).then_some(&storage);
+        status::control_plane_storage(&ctx.client, &namespace, &tcp.name_any(), storage, &new_conditions)
+            .await?;
+    }
+    result
+}
+
+/// Whether every condition the phase sets is already there, unchanged (then no status write is needed).
+fn same_conditions(
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    new: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> bool {
+    let owned = [DATASTORE_READY, OVERRIDES_APPLIED, DATASTORE_EXCLUSIVE];
+    let mine =
+        |c: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| owned.contains(&c.type_.as_str());
+    let mut a: Vec<_> = previous.iter().filter(mine).collect();
+    let mut b: Vec<_> = new.iter().filter(mine).collect();
+    a.sort_by(|x, y| x.type_.cmp(&y.type_));
+    b.sort_by(|x, y| x.type_.cmp(&y.type_));
+    a == b
+}
+
+async fn ready_datastore(ctx: &Context, name: &str) -> Result<(ResolvedDataStore, AnyDriver), Error> {
+    let Some(ds) = fetch::datastore(ctx, name).await? else {
+        return Err(Error::Invalid {
+            reason: "DataStoreNotFound",
+            message: format!("DataStore {name} not found"),
+        });
+    };
+    let ready = ds.status.as_ref().is_some_and(|s| s.ready);
+    if !ready {
+        let why = ds
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.message.clone())
+            .unwrap_or_else(|| "not checked yet".into());
+        return Err(Error::NotReady {
+            reason: "DataStoreNotReady",
+            message: format!("DataStore {name} is not ready: {why}"),
+        });
+    }
+    fetch::driver(ctx, &ds).await
+}
+
+async fn provision(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &mut StorageStatus,
+    conditions: &mut Conditions<'_>,
+) -> Result<StorageOutcome, Error> {
+    let now = Timestamp::now();
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let Some(primary_name) = tcp.spec.data_store.clone().filter(|n| !n.is_empty()) else {
+        return Err(Error::Invalid {
+            reason: "NoDataStore",
+            message: "spec.dataStore is empty: name the DataStore that holds this control plane".into(),
+        });
+    };
+    if let Some(recorded) = storage.data_store_name.as_deref()
+        && recorded != primary_name
+    {
+        return Err(Error::Invalid {
+            reason: "DataStoreMigrationUnsupported",
+            message: format!(
+                "spec.dataStore changed from {recorded} to {primary_name}: moving a tenant between DataStores is not supported yet"
+            ),
+        });
+    }
+
+    // fetch
+    let (primary, driver) = ready_datastore(ctx, &primary_name).await?;
+    let (schema, user) = build::tenant_names(tcp)?;
+    if primary.driver == Driver::Nats {
+        let tcps = fetch::control_planes(ctx).await?;
+        if let Some(holder) = build::nats_holder(tcp, &primary_name, &tcps) {
+            return Err(Error::NotExclusive {
+                data_store: primary_name,
+                holder,
+            });
+        }
+    }
+    let spec_overrides: Vec<DataStoreOverride> = tcp.spec.data_store_overrides.clone().unwrap_or_default();
+    let mut overrides = Vec::new();
+    for o in &spec_overrides {
+        let ds = match fetch::datastore(ctx, &o.data_store).await? {
+            Some(ds) => Some(fetch::resolve(ctx, &ds).await?),
+            None => None,
+        };
+        overrides.push((o.clone(), ds));
+    }
+    let overrides_problem = build::validate_overrides(&primary, &overrides).err();
+    let config_name = build::config_secret_name(tcp);
+    let existing_config = fetch::secret(ctx, &namespace, &config_name).await?;
+    let existing_certificate = fetch::secret(ctx, &namespace, &build::certificate_secret_name(tcp)).await?;
+
+    // provision the primary
+    let mut space = TenantSpace::new(&schema, &user)?;
+    if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
+        space = space.with_password(password);
+    }
+    let credentials = driver.provision(&space).await?;
+    let keep_certificate = match &credentials {
+        TenantCredentials::Etcd(c) => {
+            build::reusable_certificate(existing_certificate.as_ref(), &c.ca_cert_pem, &user)
+        }
+        _ => None,
+    };
+    let config = apply::secret(&ctx.client, &build::config_secret(tcp, &space, &credentials)?).await?;
+    let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)? {
+        Some(secret) => Some(apply::secret(&ctx.client, &secret).await?),
+        None => None,
+    };
+    let checksum = config.annotations().get(build::CHECKSUM_ANNOTATION).cloned();
+    storage.driver = Some(primary.driver.to_string());
+    storage.data_store_name = Some(primary_name.clone());
+    storage.setup = Some(build::setup_status(&space, checksum, storage.setup.as_ref(), now));
+    storage.config = Some(build::secret_status(&config, storage.config.as_ref(), now));
+    storage.certificate = certificate
+        .as_ref()
+        .map(|c| build::secret_status(c, storage.certificate.as_ref(), now));
+    conditions.set(
+        DATASTORE_READY,
+        Some(true),
+        "DataStoreReady",
+        format!(
+            "schema {} and user {} are provisioned on DataStore {primary_name}",
+            space.schema(),
+            space.user()
+        ),
+    );
+    if primary.driver == Driver::Nats {
+        conditions.set(
+            DATASTORE_EXCLUSIVE,
+            Some(true),
+            "DataStoreExclusive",
+            format!("NATS DataStore {primary_name} serves this TenantControlPlane only"),
+        );
+    }
+
+    // overrides the spec no longer asks for: deprovision, then forget
+    let stale: Vec<OverrideStorageStatus> = build::stale_overrides(&storage.overrides, &spec_overrides)
+        .into_iter()
+        .cloned()
+        .collect();
+    for o in stale {
+        deprovision_override(ctx, tcp, &o).await?;
+        storage
+            .overrides
+            .retain(|r| !(r.resource == o.resource && r.data_store_name == o.data_store_name));
+    }
+
+    // overrides the spec asks for
+    if let Some(problem) = overrides_problem {
+        return Err(problem);
+    }
+    for (o, ds) in &overrides {
+        let Some(ds) = ds else { continue };
+        let driver = build::driver(ds)?;
+        let override_space = TenantSpace::new(&schema, &user)?;
+        driver.provision(&override_space).await?;
+        let previous = storage.overrides.iter().find(|r| r.resource == o.resource);
+        let entry = OverrideStorageStatus {
+            resource: o.resource.clone(),
+            data_store_name: Some(ds.name.clone()),
+            setup: Some(build::setup_status(
+                &override_space,
+                None,
+                previous.and_then(|p| p.setup.as_ref()),
+                now,
+            )),
+        };
+        storage.overrides.retain(|r| r.resource != o.resource);
+        storage.overrides.push(entry);
+    }
+    storage
+        .overrides
+        .sort_by_key(|r| spec_overrides.iter().position(|s| s.resource == r.resource));
+    if !spec_overrides.is_empty() {
+        conditions.set(
+            OVERRIDES_APPLIED,
+            Some(true),
+            "OverridesApplied",
+            format!(
+                "{} override(s) provisioned: {}",
+                spec_overrides.len(),
+                spec_overrides
+                    .iter()
+                    .map(|o| format!("{}→{}", o.resource, o.data_store))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    Ok(StorageOutcome {
+        config,
+        certificate,
+        storage: storage.clone(),
+    })
+}
+
+fn space_of(setup: Option<&crate::k8s::crd::SetupStatus>) -> Option<TenantSpace> {
+    let setup = setup?;
+    TenantSpace::new(setup.schema.clone()?, setup.user.clone()?).ok()
+}
+
+async fn deprovision_override(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    o: &OverrideStorageStatus,
+) -> Result<(), Error> {
+    let (Some(name), Some(space)) = (o.data_store_name.as_deref(), space_of(o.setup.as_ref())) else {
+        return Ok(());
+    };
+    deprovision_on(ctx, tcp, name, &space).await
+}
+
+async fn deprovision_on(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    name: &str,
+    space: &TenantSpace,
+) -> Result<(), Error> {
+    let Some(ds) = fetch::datastore(ctx, name).await? else {
+        // Nothing to clean up against; the DataStore's finalizer normally prevents this.
+        ctx.warn(
+            tcp,
+            "DataStoreGone",
+            &format!(
+                "DataStore {name} no longer exists: schema {} and user {} could not be removed from it",
+                space.schema(),
+                space.user()
+            ),
+        )
+        .await;
+        return Ok(());
+    };
+    let (_, driver) = fetch::driver(ctx, &ds).await?;
+    driver.deprovision(space).await?;
+    Ok(())
+}
+
+/// On deletion: removes the tenant from every override recorded in status (including those removed
+/// from the spec) and from the primary.
+async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
+    let storage = build::initial_storage(tcp);
+    for o in &storage.overrides {
+        deprovision_override(ctx, tcp, o).await?;
+    }
+    let primary = storage
+        .data_store_name
+        .clone()
+        .or_else(|| tcp.spec.data_store.clone())
+        .filter(|n| !n.is_empty());
+    let Some(primary) = primary else {
+        return Ok(());
+    };
+    let space = match space_of(storage.setup.as_ref()) {
+        Some(space) => space,
+        None => {
+            // Not recorded. If the config Secret exists, provisioning succeeded but the status write did
+            // not: clean what it would be. Otherwise nothing was ever provisioned (e.g. the DataStore was
+            // never ready), and deletion must not wait for a DataStore it never used.
+            let namespace = tcp
+                .namespace()
+                .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+            if fetch::secret(ctx, &namespace, &build::config_secret_name(tcp))
+                .await?
+                .is_none()
+            {
+                return Ok(());
+            }
+            let (schema, user) = build::tenant_names(tcp)?;
+            let Ok(space) = TenantSpace::new(schema, user) else {
+                return Ok(());
+            };
+            // A NATS DataStore held by another TenantControlPlane has nothing of this one's.
+            if let Some(ds) = fetch::datastore(ctx, &primary).await?
+                && ds.spec.driver == Driver::Nats
+            {
+                let tcps = fetch::control_planes(ctx).await?;
+                if build::nats_holder(tcp, &primary, &tcps).is_some() {
+                    return Ok(());
+                }
+            }
+            space
+        }
+    };
+    deprovision_on(ctx, tcp, &primary, &space).await
+}

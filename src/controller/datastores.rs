@@ -1,0 +1,84 @@
+//! The DataStore controller: resolves credentials, checks the datastore, records who uses it, and
+//! holds deletion while any TenantControlPlane does.
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{Api, ResourceExt as _, runtime::controller::Action};
+
+use super::{
+    Context, DATASTORE_FINALIZER, Error, apply,
+    build::{self, Conditions, DataStoreHealth},
+    fetch, status,
+};
+use crate::{
+    datastore::Driver as _,
+    k8s::crd::{DataStore, DataStoreStatus},
+};
+
+/// The controller's name in metrics.
+pub const CONTROLLER: &str = "datastore";
+
+/// Reconciles one DataStore and records the outcome (Event, metrics).
+pub async fn reconcile(ds: Arc<DataStore>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_inner(&ds, &ctx).await;
+    ctx.observe(CONTROLLER, ds.as_ref(), &result).await;
+    result
+}
+
+/// Backoff for transient errors; permanent ones wait for a change.
+pub fn error_policy(ds: Arc<DataStore>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.error_action(CONTROLLER, ds.as_ref(), err)
+}
+
+async fn reconcile_inner(ds: &DataStore, ctx: &Context) -> Result<Action, Error> {
+    let name = ds.name_any();
+    let api = Api::<DataStore>::all(ctx.client.clone());
+    let deleting = ds.metadata.deletion_timestamp.is_some();
+    if !deleting {
+        apply::add_finalizer(&api, ds, DATASTORE_FINALIZER).await?;
+    }
+
+    // fetch
+    let tcps = fetch::control_planes(ctx).await?;
+    let used_by = build::used_by(&name, &tcps);
+    let health = match fetch::driver(ctx, ds).await {
+        Ok((_, driver)) => DataStoreHealth {
+            validated: Ok(()),
+            reachable: Some(driver.check().await),
+        },
+        Err(err) => DataStoreHealth {
+            validated: Err(err),
+            reachable: None,
+        },
+    };
+
+    // build
+    let previous = ds.status.clone().unwrap_or_default();
+    let mut conditions = Conditions::new(&previous.conditions, ds.metadata.generation, Timestamp::now());
+    let ready = build::datastore_conditions(&mut conditions, &health, deleting, &used_by);
+    let new_status = DataStoreStatus {
+        ready,
+        used_by: used_by.clone(),
+        conditions: conditions.into_vec(),
+        observed_generation: ds.metadata.generation,
+    };
+
+    // status, then the finalizer
+    if new_status != previous {
+        status::datastore(&ctx.client, &name, &new_status).await?;
+    }
+    if deleting {
+        if used_by.is_empty() {
+            apply::remove_finalizer(&api, ds, DATASTORE_FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        // A TenantControlPlane change re-triggers; the requeue is a safety net.
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    }
+    match (health.validated, health.reachable) {
+        (Err(err), _) => Err(err),
+        (Ok(()), Some(Err(err))) => Err(err.into()),
+        _ => Ok(Action::requeue(ctx.settings.resync)),
+    }
+}

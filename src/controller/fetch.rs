@@ -1,0 +1,137 @@
+//! Reads what a reconcile needs: DataStores with their Secrets resolved, TenantControlPlanes, Secrets.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt as _};
+
+use super::{
+    Context, Error,
+    build::{self, ResolvedDataStore, ResolvedTls},
+};
+use crate::{
+    config::Secret as Sealed,
+    k8s::crd::{ContentRef, DataStore, TenantControlPlane},
+};
+
+/// Every TenantControlPlane in scope.
+pub async fn control_planes(ctx: &Context) -> Result<Vec<TenantControlPlane>, Error> {
+    Ok(ctx.control_planes().list(&Default::default()).await?.items)
+}
+
+/// A DataStore by name, if it exists.
+pub async fn datastore(ctx: &Context, name: &str) -> Result<Option<DataStore>, Error> {
+    Ok(Api::<DataStore>::all(ctx.client.clone()).get_opt(name).await?)
+}
+
+/// A Secret, if it exists.
+pub async fn secret(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Secret>, Error> {
+    Ok(Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(name)
+        .await?)
+}
+
+/// The value of a ContentRef: `content` first, then the Secret key. A missing Secret or key is a
+/// permanent error (the Secret watch re-triggers when it appears).
+pub async fn content(ctx: &Context, field: &str, reference: &ContentRef) -> Result<Vec<u8>, Error> {
+    if let Some(content) = &reference.content {
+        return Ok(content.0.clone());
+    }
+    let Some(sref) = &reference.secret_reference else {
+        return Err(Error::Invalid {
+            reason: "ContentRefEmpty",
+            message: format!("{field} has neither content nor secretReference"),
+        });
+    };
+    if sref.name.is_empty() || sref.namespace.is_empty() {
+        return Err(Error::Invalid {
+            reason: "SecretReferenceIncomplete",
+            message: format!("{field}.secretReference needs both name and namespace"),
+        });
+    }
+    let Some(secret) = secret(ctx, &sref.namespace, &sref.name).await? else {
+        return Err(Error::Invalid {
+            reason: "SecretNotFound",
+            message: format!(
+                "secret {}/{} not found (referenced by {field})",
+                sref.namespace, sref.name
+            ),
+        });
+    };
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&sref.key_path))
+        .map(|v| v.0.clone())
+        .ok_or_else(|| Error::Invalid {
+            reason: "SecretKeyMissing",
+            message: format!(
+                "secret {}/{} does not have key {}",
+                sref.namespace, sref.name, sref.key_path
+            ),
+        })
+}
+
+async fn text(ctx: &Context, field: &str, reference: &ContentRef) -> Result<String, Error> {
+    String::from_utf8(content(ctx, field, reference).await?).map_err(|_| Error::Invalid {
+        reason: "ContentNotUtf8",
+        message: format!("{field} is not UTF-8 text"),
+    })
+}
+
+/// Resolves every ContentRef of a DataStore.
+pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore, Error> {
+    let spec = &ds.spec;
+    let (username, password) = match &spec.basic_auth {
+        Some(auth) => {
+            let username = text(ctx, "basicAuth.username", &auth.username).await?;
+            let password = text(ctx, "basicAuth.password", &auth.password).await?;
+            (
+                (!username.is_empty()).then_some(username),
+                (!password.is_empty()).then(|| Sealed::new(password)),
+            )
+        }
+        None => (None, None),
+    };
+    let tls = match &spec.tls_config {
+        Some(tls) => {
+            let ca = &tls.certificate_authority;
+            let ca_cert = text(ctx, "tlsConfig.certificateAuthority.certificate", &ca.certificate).await?;
+            let ca_key = match &ca.private_key {
+                Some(key) => Some(Sealed::new(
+                    text(ctx, "tlsConfig.certificateAuthority.privateKey", key).await?,
+                )),
+                None => None,
+            };
+            let client = match &tls.client_certificate {
+                Some(c) => Some((
+                    text(ctx, "tlsConfig.clientCertificate.certificate", &c.certificate).await?,
+                    Sealed::new(text(ctx, "tlsConfig.clientCertificate.privateKey", &c.private_key).await?),
+                )),
+                None => None,
+            };
+            Some(ResolvedTls {
+                ca_cert,
+                ca_key,
+                client,
+            })
+        }
+        None => None,
+    };
+    Ok(ResolvedDataStore {
+        name: ds.name_any(),
+        driver: spec.driver,
+        endpoints: spec.endpoints.clone(),
+        username,
+        password,
+        tls,
+    })
+}
+
+/// Resolves a DataStore and builds its driver.
+pub async fn driver(
+    ctx: &Context,
+    ds: &DataStore,
+) -> Result<(ResolvedDataStore, crate::datastore::AnyDriver), Error> {
+    let resolved = resolve(ctx, ds).await?;
+    let driver = build::driver(&resolved)?;
+    Ok((resolved, driver))
+}

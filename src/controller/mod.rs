@@ -1,0 +1,399 @@
+//! `tenantplane controller`: the DataStore controller and the TenantControlPlane controller.
+//!
+//! Each reconciler is a pipeline: [`fetch`] (I/O: objects, Secrets) → [`build`] (pure: drivers,
+//! Secrets, conditions, status) → [`apply`] (I/O: server-side apply under [`FIELD_MANAGER`], finalizers,
+//! datastore provisioning) → [`status`] (I/O: status subresource). Every failure becomes a condition,
+//! a Warning Event on the object (reason = [`Error::reason`]) and a count in
+//! `tenantplane_controller_reconcile_errors_total{controller,reason}`. Transient errors are retried
+//! with exponential backoff; permanent ones wait for a change of the object or of what it watches.
+//!
+//! Only the holder of the leader Lease ([`leader`]) runs the controllers.
+
+pub mod apply;
+pub mod build;
+pub mod control_planes;
+pub mod datastores;
+pub mod fetch;
+pub mod leader;
+pub mod metrics;
+pub mod status;
+
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
+
+use futures_util::StreamExt as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Resource, ResourceExt,
+    runtime::{
+        Controller,
+        controller::Action,
+        events::{Event, EventType, Recorder, Reporter},
+        reflector::ObjectRef,
+        watcher,
+    },
+};
+
+use crate::{
+    datastore::DatastoreError,
+    k8s::crd::{DataStore, TenantControlPlane},
+};
+
+/// Field manager of every object the controllers apply.
+pub const FIELD_MANAGER: &str = "tenantplane";
+/// Field manager of the TenantControlPlane status fields the datastore phase owns (`status.storage`
+/// and its conditions), so later phases can own theirs with server-side apply without clobbering.
+pub const DATASTORE_PHASE_MANAGER: &str = "tenantplane-datastore";
+/// Finalizer on a DataStore while TenantControlPlanes use it (upstream's name).
+pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
+/// Finalizer on a TenantControlPlane until its datastore spaces are removed (upstream's name).
+pub const TCP_FINALIZER: &str = "finalizer.kamaji.clastix.io";
+/// Label on the Secrets the controller owns.
+pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tenantplane");
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed. Transient.
+    #[error("Kubernetes API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// A datastore operation failed; [`DatastoreError::is_transient`] decides.
+    #[error(transparent)]
+    Datastore(#[from] DatastoreError),
+    /// The object or what it references is wrong; waits for a change. Permanent.
+    #[error("{message}")]
+    Invalid {
+        /// CamelCase reason.
+        reason: &'static str,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// Something it needs is not ready yet. Transient.
+    #[error("{message}")]
+    NotReady {
+        /// CamelCase reason.
+        reason: &'static str,
+        /// What is awaited.
+        message: String,
+    },
+    /// The overrides cannot be applied. Permanent.
+    #[error("{message}")]
+    Overrides {
+        /// CamelCase reason.
+        reason: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A NATS DataStore already serves another TenantControlPlane. Permanent.
+    #[error(
+        "NATS DataStore {data_store} already serves TenantControlPlane {holder}; a NATS DataStore serves one TenantControlPlane, so no bucket was created"
+    )]
+    NotExclusive {
+        /// The DataStore.
+        data_store: String,
+        /// `namespace/name` of the TenantControlPlane that holds it.
+        holder: String,
+    },
+    /// The object lacks a field the API server always sets. Permanent.
+    #[error("object has no {0}")]
+    MissingObjectKey(&'static str),
+}
+
+impl Error {
+    /// A stable CamelCase reason: condition reason, Event reason and metric label.
+    pub fn reason(&self) -> &str {
+        match self {
+            Error::Kube(_) => "KubernetesApiError",
+            Error::Datastore(e) => e.reason(),
+            Error::Invalid { reason, .. }
+            | Error::NotReady { reason, .. }
+            | Error::Overrides { reason, .. } => reason,
+            Error::NotExclusive { .. } => "DataStoreNotExclusive",
+            Error::MissingObjectKey(_) => "MissingObjectKey",
+        }
+    }
+
+    /// Whether a retry with backoff may help without anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Kube(_) | Error::NotReady { .. } => true,
+            Error::Datastore(e) => e.is_transient(),
+            Error::Invalid { .. }
+            | Error::Overrides { .. }
+            | Error::NotExclusive { .. }
+            | Error::MissingObjectKey(_) => false,
+        }
+    }
+}
+
+/// What the controllers watch and how many objects they reconcile at once.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// Reconciles of each controller that may run at once.
+    pub concurrency: u16,
+    /// Only TenantControlPlanes of this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// Only DataStores matching this label selector (all when `None`).
+    pub datastore_selector: Option<String>,
+    /// Identity in Events (`reportingInstance`) and in the Lease.
+    pub identity: String,
+    /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
+    pub resync: Duration,
+}
+
+impl ControllerSettings {
+    /// Defaults: concurrency 4, every namespace and DataStore, resync every 5 minutes.
+    pub fn new(identity: impl Into<String>) -> Self {
+        Self {
+            concurrency: 4,
+            namespace: None,
+            datastore_selector: None,
+            identity: identity.into(),
+            resync: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What every reconcile gets.
+pub struct Context {
+    /// The management cluster.
+    pub client: kube::Client,
+    /// Settings.
+    pub settings: ControllerSettings,
+    /// Metrics.
+    pub metrics: Arc<metrics::Metrics>,
+    recorder: Recorder,
+    failures: std::sync::Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context for `client`.
+    pub fn new(client: kube::Client, settings: ControllerSettings, metrics: Arc<metrics::Metrics>) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "tenantplane".into(),
+                instance: Some(settings.identity.clone()),
+            },
+        );
+        Self {
+            client,
+            settings,
+            metrics,
+            recorder,
+            failures: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// TenantControlPlanes in scope.
+    pub fn control_planes(&self) -> Api<TenantControlPlane> {
+        match &self.settings.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// Records the outcome of a reconcile: metrics, a Warning Event on failure, the backoff counter.
+    pub async fn observe<K>(&self, controller: &str, obj: &K, result: &Result<Action, Error>)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        self.metrics.reconciled(controller);
+        let key = format!(
+            "{controller}/{}/{}",
+            obj.namespace().unwrap_or_default(),
+            obj.name_any()
+        );
+        {
+            let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(_) => {
+                    failures.remove(&key);
+                }
+                Err(_) => *failures.entry(key).or_default() += 1,
+            }
+        }
+        let Err(err) = result else {
+            return;
+        };
+        self.metrics.failed(controller, err.reason());
+        tracing::warn!(
+            controller,
+            object = %obj.name_any(),
+            namespace = obj.namespace().unwrap_or_default(),
+            reason = err.reason(),
+            transient = err.is_transient(),
+            "reconcile failed: {err}"
+        );
+        self.warn(obj, err.reason(), &err.to_string()).await;
+    }
+
+    /// Publishes a Warning Event on `obj` (errors are logged: an Event is best effort).
+    pub async fn warn<K>(&self, obj: &K, reason: &str, message: &str)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let note: String = message.chars().take(1000).collect();
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(object = %obj.name_any(), "publishing an Event failed: {err}");
+        }
+    }
+
+    /// The requeue after a failure: exponential backoff (1 s doubling, at most 5 min) for transient
+    /// errors, none for permanent ones (a change of the object or of a watched object re-triggers).
+    pub fn error_action<K>(&self, controller: &str, obj: &K, err: &Error) -> Action
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        if !err.is_transient() {
+            return Action::await_change();
+        }
+        let key = format!(
+            "{controller}/{}/{}",
+            obj.namespace().unwrap_or_default(),
+            obj.name_any()
+        );
+        let failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied()
+            .unwrap_or(1);
+        Action::requeue(build::backoff(failures))
+    }
+}
+
+fn watcher_config(selector: Option<&str>) -> watcher::Config {
+    let config = watcher::Config::default();
+    match selector {
+        Some(selector) => config.labels(selector),
+        None => config,
+    }
+}
+
+/// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
+pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
+    let client = ctx.client.clone();
+    let selector = ctx.settings.datastore_selector.clone();
+    let concurrency = ctx.settings.concurrency;
+    let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let signal = |mut rx: tokio::sync::broadcast::Receiver<()>| async move {
+        let _ = rx.recv().await;
+    };
+
+    // DataStores: re-reconciled when a TenantControlPlane starts or stops using one, and when a Secret
+    // one references changes.
+    let datastores = Controller::new(
+        Api::<DataStore>::all(client.clone()),
+        watcher_config(selector.as_deref()),
+    );
+    let ds_store = datastores.store();
+    let datastores = datastores
+        .watches(ctx.control_planes(), watcher::Config::default(), |tcp| {
+            build::referenced_datastores(&tcp)
+                .into_iter()
+                .map(|name| ObjectRef::<DataStore>::new(&name))
+                .collect::<Vec<_>>()
+        })
+        .watches(
+            Api::<Secret>::all(client.clone()),
+            watcher::Config::default(),
+            move |secret| {
+                let ns = secret.namespace().unwrap_or_default();
+                let name = secret.name_any();
+                ds_store
+                    .state()
+                    .iter()
+                    .filter(|ds| build::references_secret(ds, &ns, &name))
+                    .map(|ds| ObjectRef::from_obj(&**ds))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
+        .run(datastores::reconcile, datastores::error_policy, ctx.clone())
+        .for_each(|_| std::future::ready(()));
+
+    // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
+    // when a Secret they own changes.
+    let control_planes = Controller::new(ctx.control_planes(), watcher::Config::default());
+    let tcp_store = control_planes.store();
+    let owned_secrets = match &ctx.settings.namespace {
+        Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
+        None => Api::<Secret>::all(client.clone()),
+    };
+    let control_planes = control_planes
+        .owns(
+            owned_secrets,
+            watcher::Config::default().labels(&format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
+        )
+        .watches(
+            Api::<DataStore>::all(client.clone()),
+            watcher_config(selector.as_deref()),
+            move |ds| {
+                let name = ds.name_any();
+                tcp_store
+                    .state()
+                    .iter()
+                    .filter(|tcp| build::referenced_datastores(tcp).contains(&name))
+                    .map(|tcp| ObjectRef::from_obj(&**tcp))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
+        .run(control_planes::reconcile, control_planes::error_policy, ctx)
+        .for_each(|_| std::future::ready(()));
+
+    let stop = async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(());
+    };
+    tokio::join!(datastores, control_planes, stop);
+}
+
+/// Runs the controllers: with `lease`, only while holding it (returns [`leader::LeaderError`] when the
+/// Lease is lost); without, right away. Returns after `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    settings: ControllerSettings,
+    lease: Option<leader::LeaseSettings>,
+    metrics: Arc<metrics::Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), leader::LeaderError> {
+    let ctx = Arc::new(Context::new(client.clone(), settings, metrics));
+    match lease {
+        None => {
+            run_controllers(ctx, shutdown).await;
+            Ok(())
+        }
+        Some(lease) => {
+            let elector = leader::LeaderElector::new(client, lease);
+            tokio::select! {
+                result = elector.run(run_controllers(ctx, std::future::pending())) => result,
+                () = shutdown => {
+                    // In-flight reconciles are dropped: every step is idempotent and is redone by the next leader.
+                    if let Err(err) = elector.release().await {
+                        tracing::warn!("releasing the lease failed: {err}");
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+}

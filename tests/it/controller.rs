@@ -1,0 +1,938 @@
+//! `tenantplane controller` against the real parts: the shared kube-apiserver, TLS etcds with auth,
+//! PostgreSQL, MariaDB and NATS. Each test runs its own controller in-process, scoped to its own
+//! namespace and to DataStores labelled with it (DataStores are cluster-scoped), so tests do not see
+//! each other's objects.
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use futures_util::StreamExt as _;
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::Secret, events::v1::Event},
+    apimachinery::pkg::apis::meta::v1::Condition,
+};
+use kube::{
+    Api, ResourceExt as _,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use serde_json::{Value, json};
+use sqlx::{Connection, MySqlConnection, PgConnection};
+use tenantplane::{
+    controller::{
+        ControllerSettings,
+        leader::{LeaderElector, LeaseSettings},
+        metrics::Metrics,
+    },
+    k8s::crd::{DataStore, TenantControlPlane},
+    localenv::{
+        self,
+        etcd::{EtcdOptions, LocalEtcd},
+        nats::LocalNats,
+        pki::{CertKey, TinyCa},
+        ports,
+    },
+};
+
+use crate::support::{self, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+const LABEL: &str = "tenantplane.test/namespace";
+
+/// A controller running on the test's runtime, scoped to one namespace; stopped on drop.
+struct Env {
+    client: kube::Client,
+    ns: String,
+    metrics: Arc<Metrics>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn env(prefix: &str) -> Env {
+    support::crds_installed();
+    let client = support::client().await;
+    let ns = support::namespace(&client, prefix).await;
+    let mut settings = ControllerSettings::new(format!("test-{ns}"));
+    settings.namespace = Some(ns.clone());
+    settings.datastore_selector = Some(format!("{LABEL}={ns}"));
+    settings.concurrency = 2;
+    let metrics = Arc::new(Metrics::default());
+    let task = tokio::spawn({
+        let client = client.clone();
+        let metrics = metrics.clone();
+        async move {
+            let _ =
+                tenantplane::controller::run(client, settings, None, metrics, std::future::pending()).await;
+        }
+    });
+    Env {
+        client,
+        ns,
+        metrics,
+        task,
+    }
+}
+
+impl Env {
+    fn datastores(&self) -> Api<DataStore> {
+        Api::all(self.client.clone())
+    }
+
+    fn tcps(&self) -> Api<TenantControlPlane> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    async fn secret(&self, name: &str, data: &[(&str, &str)]) {
+        let data: BTreeMap<String, String> =
+            data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let secret: Secret =
+            serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).unwrap();
+        self.secrets()
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    fn sref(&self, secret: &str, key: &str) -> Value {
+        json!({"secretReference": {"name": secret, "namespace": self.ns, "keyPath": key}})
+    }
+
+    async fn datastore(&self, name: &str, spec: Value) -> String {
+        let ds: DataStore = serde_json::from_value(json!({
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "DataStore",
+            "metadata": {"name": name, "labels": {LABEL: self.ns}},
+            "spec": spec,
+        }))
+        .unwrap();
+        self.datastores()
+            .create(&PostParams::default(), &ds)
+            .await
+            .unwrap();
+        name.to_string()
+    }
+
+    /// An etcd DataStore whose TLS material sits in Secret `<name>-tls`.
+    async fn etcd_datastore(&self, etcd: &LocalEtcd) -> String {
+        let name = support::unique("ds-etcd");
+        let tls = etcd.tls().unwrap();
+        let secret = format!("{name}-tls");
+        self.secret(
+            &secret,
+            &[
+                ("ca.crt", &tls.ca.cert_pem),
+                ("ca.key", &tls.ca.key_pem),
+                ("root.crt", &tls.root_client.cert_pem),
+                ("root.key", &tls.root_client.key_pem),
+            ],
+        )
+        .await;
+        self.datastore(
+            &name,
+            json!({
+                "driver": "etcd",
+                "endpoints": [etcd.endpoint()],
+                "tlsConfig": {
+                    "certificateAuthority": {
+                        "certificate": self.sref(&secret, "ca.crt"),
+                        "privateKey": self.sref(&secret, "ca.key"),
+                    },
+                    "clientCertificate": {
+                        "certificate": self.sref(&secret, "root.crt"),
+                        "privateKey": self.sref(&secret, "root.key"),
+                    },
+                },
+            }),
+        )
+        .await
+    }
+
+    async fn tcp(&self, name: &str, datastore: &str, overrides: Value) -> TenantControlPlane {
+        let tcp: TenantControlPlane = serde_json::from_value(json!({
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "TenantControlPlane",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {
+                "dataStore": datastore,
+                "dataStoreOverrides": overrides,
+                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                "kubernetes": {"version": "v1.34.0", "kubelet": {}},
+            },
+        }))
+        .unwrap();
+        self.tcps().create(&PostParams::default(), &tcp).await.unwrap()
+    }
+
+    async fn ds_condition(&self, name: &str, type_: &str, status: &str) -> Condition {
+        let api = self.datastores();
+        eventually(&format!("DataStore {name} {type_}={status}"), WAIT, || {
+            let api = api.clone();
+            async move {
+                let ds = api.get_opt(name).await.ok()??;
+                ds.status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == type_ && c.status == status)
+            }
+        })
+        .await
+    }
+
+    async fn tcp_condition(&self, name: &str, type_: &str, status: &str) -> (TenantControlPlane, Condition) {
+        let api = self.tcps();
+        eventually(
+            &format!("TenantControlPlane {name} {type_}={status}"),
+            WAIT,
+            || {
+                let api = api.clone();
+                async move {
+                    let tcp = api.get_opt(name).await.ok()??;
+                    let condition = tcp
+                        .status
+                        .as_ref()?
+                        .conditions
+                        .iter()
+                        .find(|c| c.type_ == type_ && c.status == status)
+                        .cloned()?;
+                    Some((tcp, condition))
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits for `DataStoreReady=True` and returns the TCP with its status.
+    async fn provisioned(&self, name: &str) -> TenantControlPlane {
+        self.tcp_condition(name, "DataStoreReady", "True").await.0
+    }
+
+    async fn delete_tcp_and_wait(&self, name: &str) {
+        self.tcps().delete(name, &DeleteParams::default()).await.unwrap();
+        let api = self.tcps();
+        eventually(&format!("TenantControlPlane {name} gone"), WAIT, || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.unwrap().is_none().then_some(()) }
+        })
+        .await;
+    }
+
+    async fn delete_datastore_and_wait(&self, name: &str) {
+        self.datastores()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+        let api = self.datastores();
+        eventually(&format!("DataStore {name} gone"), WAIT, || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.unwrap().is_none().then_some(()) }
+        })
+        .await;
+    }
+
+    async fn secret_data(&self, name: &str) -> BTreeMap<String, String> {
+        self.secrets()
+            .get(name)
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, String::from_utf8(v.0).unwrap()))
+            .collect()
+    }
+}
+
+fn keys(data: &BTreeMap<String, String>) -> Vec<&str> {
+    data.keys().map(String::as_str).collect()
+}
+
+async fn tls_etcd(prefix: &str, ca: &TinyCa) -> LocalEtcd {
+    LocalEtcd::start(
+        localenv::scratch_dir(prefix).unwrap(),
+        EtcdOptions { tls_ca: Some(ca) },
+    )
+    .await
+    .unwrap()
+}
+
+/// (`role get`, `user get`) as etcd's root reports them.
+fn etcd_auth(etcd: &LocalEtcd, name: &str) -> (Result<String, String>, Result<String, String>) {
+    let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
+    (root.run(&["role", "get", name]), root.run(&["user", "get", name]))
+}
+
+fn etcd_keys(etcd: &LocalEtcd, prefix: &str) -> String {
+    let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
+    root.run(&["get", prefix, "--prefix", "--keys-only"]).unwrap()
+}
+
+fn storage_setup(tcp: &TenantControlPlane) -> (Option<String>, Option<String>) {
+    let setup = tcp.status.clone().unwrap().storage.unwrap().setup.unwrap();
+    (setup.schema, setup.user)
+}
+
+// ------------------------------------------------------------------------------------------------- etcd
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_tenant_gets_a_user_role_and_certificate_and_loses_them_when_deleted() {
+    let env = env("ctl-etcd").await;
+    let ca = TinyCa::new("ctl-etcd-ca").unwrap();
+    let etcd = tls_etcd("ctl-etcd", &ca).await;
+    let ds = env.etcd_datastore(&etcd).await;
+    let ready = env.ds_condition(&ds, "Ready", "True").await;
+    assert_eq!(ready.reason, "DataStoreReady");
+    assert!(env.datastores().get(&ds).await.unwrap().status.unwrap().ready);
+
+    let tcp = env.tcp("cp", &ds, json!(null)).await;
+    let uid = tcp.uid().unwrap();
+    let tcp = env.provisioned("cp").await;
+    let storage = tcp.status.clone().unwrap().storage.unwrap();
+    assert_eq!(storage.driver.as_deref(), Some("etcd"));
+    assert_eq!(storage.data_store_name.as_deref(), Some(ds.as_str()));
+    assert_eq!(storage_setup(&tcp), (Some(uid.clone()), Some(uid.clone())));
+    assert_eq!(
+        storage.config.as_ref().unwrap().secret_name.as_deref(),
+        Some("cp-datastore-config")
+    );
+    assert_eq!(
+        storage.certificate.as_ref().unwrap().secret_name.as_deref(),
+        Some("cp-datastore-certificate")
+    );
+    assert_eq!(storage.certificate.unwrap().checksum.unwrap().len(), 64);
+    assert!(
+        tcp.finalizers()
+            .contains(&"finalizer.kamaji.clastix.io".to_string())
+    );
+
+    // etcd holds the user and its role on exactly /<uid>/.
+    let (role, user) = etcd_auth(&etcd, &uid);
+    assert_eq!(
+        role.unwrap(),
+        format!(
+            "Role {uid}\nKV Read:\n\t[/{uid}/, /{uid}0) (prefix /{uid}/)\nKV Write:\n\t[/{uid}/, /{uid}0) (prefix /{uid}/)\n"
+        )
+    );
+    assert_eq!(user.unwrap(), format!("User: {uid}\nRoles: {uid}\n"));
+
+    // The Secrets: upstream's keys; the certificate works inside the prefix.
+    let config = env.secret_data("cp-datastore-config").await;
+    assert_eq!(
+        keys(&config),
+        vec!["DB_CONNECTION_STRING", "DB_PASSWORD", "DB_SCHEMA", "DB_USER"]
+    );
+    assert_eq!(
+        (config["DB_SCHEMA"].as_str(), config["DB_USER"].as_str()),
+        (uid.as_str(), uid.as_str())
+    );
+    let cert = env.secret_data("cp-datastore-certificate").await;
+    assert_eq!(keys(&cert), vec!["ca.crt", "server.crt", "server.key"]);
+    assert_eq!(cert["ca.crt"], ca.ca.cert_pem);
+    let tenant = etcd
+        .etcdctl(&CertKey {
+            cert_pem: cert["server.crt"].clone(),
+            key_pem: cert["server.key"].clone(),
+        })
+        .unwrap();
+    tenant.run(&["put", &format!("/{uid}/registry/x"), "v"]).unwrap();
+    let owner = &env
+        .secrets()
+        .get("cp-datastore-certificate")
+        .await
+        .unwrap()
+        .metadata
+        .owner_references
+        .unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("TenantControlPlane", uid.as_str())
+    );
+
+    // usedBy lists the TCP.
+    let used_by = env.datastores().get(&ds).await.unwrap().status.unwrap().used_by;
+    assert_eq!(used_by, vec![format!("{}/cp", env.ns)]);
+
+    env.delete_tcp_and_wait("cp").await;
+    let (role, user) = etcd_auth(&etcd, &uid);
+    assert!(role.unwrap_err().contains("role name not found"));
+    assert!(user.unwrap_err().contains("user name not found"));
+    assert_eq!(etcd_keys(&etcd, &format!("/{uid}/")), "");
+    // Unused now: the DataStore's finalizer lets it go.
+    env.delete_datastore_and_wait(&ds).await;
+}
+
+// ------------------------------------------------------------------------------------------- PostgreSQL
+
+/// (endpoint, user, password) of the shared PostgreSQL's superuser.
+fn pg_root() -> (String, String, String) {
+    match support::postgres() {
+        support::PgServer::Local(pg) => (
+            format!("127.0.0.1:{}", pg.port()),
+            "postgres".into(),
+            String::new(),
+        ),
+        support::PgServer::External(url) => {
+            let url = reqwest::Url::parse(url).unwrap();
+            (
+                format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432)),
+                url.username().to_string(),
+                url.password().unwrap_or_default().to_string(),
+            )
+        }
+    }
+}
+
+async fn pg_owner_of(db: &str) -> Option<String> {
+    let mut admin = PgConnection::connect(&support::postgres().admin_url())
+        .await
+        .unwrap();
+    sqlx::query_scalar("select pg_get_userbyid(datdba)::text from pg_database where datname = $1")
+        .bind(db)
+        .fetch_optional(&mut admin)
+        .await
+        .unwrap()
+}
+
+async fn pg_role_exists(role: &str) -> bool {
+    let mut admin = PgConnection::connect(&support::postgres().admin_url())
+        .await
+        .unwrap();
+    sqlx::query_scalar::<_, i64>("select count(*) from pg_roles where rolname = $1")
+        .bind(role)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        == 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_datastore_waits_for_its_secret_key_then_provisions_and_removes_a_tenant() {
+    let env = env("ctl-pg").await;
+    let (endpoint, user, password) = pg_root();
+    // The password key is missing at first: Validated=False with the exact message.
+    env.secret("pg-root", &[("username", &user)]).await;
+    let ds = support::unique("ds-pg");
+    env.datastore(
+        &ds,
+        json!({
+            "driver": "PostgreSQL",
+            "endpoints": [endpoint],
+            "basicAuth": {"username": env.sref("pg-root", "username"), "password": env.sref("pg-root", "password")},
+        }),
+    )
+    .await;
+    let invalid = env.ds_condition(&ds, "Validated", "False").await;
+    assert_eq!(invalid.reason, "SecretKeyMissing");
+    assert_eq!(
+        invalid.message,
+        format!("secret {}/pg-root does not have key password", env.ns)
+    );
+    assert!(!env.datastores().get(&ds).await.unwrap().status.unwrap().ready);
+
+    // Adding the key re-reconciles the DataStore through the Secret watch.
+    env.secrets()
+        .patch(
+            "pg-root",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"password": password}})),
+        )
+        .await
+        .unwrap();
+    env.ds_condition(&ds, "Ready", "True").await;
+
+    let uid = env.tcp("cp", &ds, json!(null)).await.uid().unwrap();
+    let tcp = env.provisioned("cp").await;
+    assert_eq!(storage_setup(&tcp), (Some(uid.clone()), Some(uid.clone())));
+    assert_eq!(
+        tcp.status.unwrap().storage.unwrap().driver.as_deref(),
+        Some("PostgreSQL")
+    );
+    assert_eq!(pg_owner_of(&uid).await.as_deref(), Some(uid.as_str()));
+    assert!(pg_role_exists(&uid).await);
+    let config = env.secret_data("cp-datastore-config").await;
+    assert_eq!(config["DB_CONNECTION_STRING"], endpoint);
+    assert_eq!(
+        (config["DB_SCHEMA"].as_str(), config["DB_USER"].as_str()),
+        (uid.as_str(), uid.as_str())
+    );
+    assert_eq!(config["DB_PASSWORD"].len(), 32);
+    // No TLS on this DataStore: no certificate Secret.
+    assert!(
+        env.secrets()
+            .get_opt("cp-datastore-certificate")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    env.delete_tcp_and_wait("cp").await;
+    assert_eq!(pg_owner_of(&uid).await, None);
+    assert!(!pg_role_exists(&uid).await);
+    env.delete_datastore_and_wait(&ds).await;
+}
+
+// ---------------------------------------------------------------------------------------------- MariaDB
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_tenant_connects_with_the_secrets_password_and_is_dropped_when_deleted() {
+    let env = env("ctl-my").await;
+    env.secret("my-root", &[("username", "root"), ("password", "")])
+        .await;
+    let ds = support::unique("ds-my");
+    env.datastore(
+        &ds,
+        json!({
+            "driver": "MySQL",
+            "endpoints": [format!("127.0.0.1:{}", support::mariadb().port())],
+            "basicAuth": {"username": env.sref("my-root", "username"), "password": env.sref("my-root", "password")},
+        }),
+    )
+    .await;
+    env.ds_condition(&ds, "Ready", "True").await;
+    let uid = env.tcp("cp", &ds, json!(null)).await.uid().unwrap();
+    let tcp = env.provisioned("cp").await;
+    assert_eq!(storage_setup(&tcp), (Some(uid.clone()), Some(uid.clone())));
+    let config = env.secret_data("cp-datastore-config").await;
+    let url = format!(
+        "mysql://{}:{}@{}/{}",
+        config["DB_USER"], config["DB_PASSWORD"], config["DB_CONNECTION_STRING"], config["DB_SCHEMA"]
+    );
+    let mut tenant = MySqlConnection::connect(&url).await.unwrap();
+    sqlx::query("create table t (id int)")
+        .execute(&mut tenant)
+        .await
+        .unwrap();
+    drop(tenant);
+
+    // A second reconcile keeps the password (read back from the Secret).
+    let before = env.metrics.reconciles("tenantcontrolplane");
+    env.tcps()
+        .patch(
+            "cp",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touch": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a reconcile after the touch", WAIT, || async {
+        (env.metrics.reconciles("tenantcontrolplane") > before).then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.secret_data("cp-datastore-config").await["DB_PASSWORD"],
+        config["DB_PASSWORD"]
+    );
+    MySqlConnection::connect(&url).await.unwrap();
+
+    env.delete_tcp_and_wait("cp").await;
+    let mut admin = MySqlConnection::connect(&support::mariadb().url_for("mysql"))
+        .await
+        .unwrap();
+    let dbs: i64 =
+        sqlx::query_scalar("select count(*) from information_schema.schemata where schema_name = ?")
+            .bind(&uid)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    let users: i64 = sqlx::query_scalar("select count(*) from mysql.user where user = ?")
+        .bind(&uid)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!((dbs, users), (0, 0));
+    env.delete_datastore_and_wait(&ds).await;
+}
+
+// ------------------------------------------------------------------------------------------------- NATS
+
+async fn nats_streams(nats: &LocalNats) -> Vec<String> {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut streams = js.streams();
+    let mut names = Vec::new();
+    while let Some(info) = streams.next().await {
+        names.push(info.unwrap().config.name);
+    }
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_serves_one_tenant_a_second_is_refused_without_a_bucket_and_deletion_removes_the_bucket() {
+    let env = env("ctl-nats").await;
+    let nats = LocalNats::start(localenv::scratch_dir("ctl-nats").unwrap())
+        .await
+        .unwrap();
+    env.secret("nats-auth", &[("username", ""), ("password", "")])
+        .await;
+    let ds = support::unique("ds-nats");
+    env.datastore(
+        &ds,
+        json!({
+            "driver": "NATS",
+            "endpoints": [nats.endpoint()],
+            "basicAuth": {"username": env.sref("nats-auth", "username"), "password": env.sref("nats-auth", "password")},
+        }),
+    )
+    .await;
+    env.ds_condition(&ds, "Ready", "True").await;
+    let first = env.tcp("first", &ds, json!(null)).await.uid().unwrap();
+    let tcp = env.provisioned("first").await;
+    assert_eq!(storage_setup(&tcp), (Some(first.clone()), Some(first.clone())));
+    let exclusive = tcp
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "DataStoreExclusive")
+        .unwrap();
+    assert_eq!(exclusive.status, "True");
+    assert_eq!(nats_streams(&nats).await, vec![format!("KV_{first}")]);
+    let config = env.secret_data("first-datastore-config").await;
+    assert_eq!(config["DB_CONNECTION_STRING"], nats.endpoint());
+    assert_eq!(config["DB_SCHEMA"], first);
+
+    // A second TCP on the same NATS DataStore: refused, named holder, no bucket, an Event.
+    env.tcp("second", &ds, json!(null)).await;
+    let (second, refused) = env.tcp_condition("second", "DataStoreExclusive", "False").await;
+    assert_eq!(refused.reason, "DataStoreNotExclusive");
+    assert!(
+        refused
+            .message
+            .contains(&format!("already serves TenantControlPlane {}/first", env.ns)),
+        "{}",
+        refused.message
+    );
+    assert!(second.status.unwrap().storage.is_none());
+    assert_eq!(nats_streams(&nats).await, vec![format!("KV_{first}")]);
+    assert!(
+        env.secrets()
+            .get_opt("second-datastore-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    wait_for_event(&env.client, &env.ns, "second", "DataStoreNotExclusive").await;
+    assert!(env.metrics.errors("tenantcontrolplane", "DataStoreNotExclusive") >= 1);
+
+    // Deleting the refused one touches nothing; deleting the holder removes its bucket.
+    env.delete_tcp_and_wait("second").await;
+    assert_eq!(nats_streams(&nats).await, vec![format!("KV_{first}")]);
+    env.delete_tcp_and_wait("first").await;
+    assert_eq!(nats_streams(&nats).await, Vec::<String>::new());
+    env.delete_datastore_and_wait(&ds).await;
+}
+
+// -------------------------------------------------------------------------------------------- overrides
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overrides_are_provisioned_hold_their_datastore_and_are_cleaned_after_removal_and_deletion() {
+    let env = env("ctl-ovr").await;
+    let ca = TinyCa::new("ctl-shared-ca").unwrap();
+    let (primary_etcd, events_etcd) = tokio::join!(tls_etcd("ctl-ovr-a", &ca), tls_etcd("ctl-ovr-b", &ca));
+    let primary = env.etcd_datastore(&primary_etcd).await;
+    let events = env.etcd_datastore(&events_etcd).await;
+    env.ds_condition(&primary, "Ready", "True").await;
+    env.ds_condition(&events, "Ready", "True").await;
+
+    let uid = env
+        .tcp(
+            "cp",
+            &primary,
+            json!([{"resource": "/events", "dataStore": events}]),
+        )
+        .await
+        .uid()
+        .unwrap();
+    let (tcp, applied) = env.tcp_condition("cp", "OverridesApplied", "True").await;
+    assert!(
+        applied.message.contains(&format!("/events→{events}")),
+        "{}",
+        applied.message
+    );
+    let storage = tcp.status.unwrap().storage.unwrap();
+    assert_eq!(storage.data_store_name.as_deref(), Some(primary.as_str()));
+    assert_eq!(storage.overrides.len(), 1);
+    assert_eq!(storage.overrides[0].resource, "/events");
+    assert_eq!(
+        storage.overrides[0].data_store_name.as_deref(),
+        Some(events.as_str())
+    );
+    let setup = storage.overrides[0].setup.clone().unwrap();
+    assert_eq!((setup.schema, setup.user), (Some(uid.clone()), Some(uid.clone())));
+    for etcd in [&primary_etcd, &events_etcd] {
+        let (role, user) = etcd_auth(etcd, &uid);
+        assert!(role.unwrap().starts_with(&format!("Role {uid}\n")));
+        assert_eq!(user.unwrap(), format!("User: {uid}\nRoles: {uid}\n"));
+    }
+    // The one client certificate works on the override etcd too (shared CA, same CN).
+    let cert = env.secret_data("cp-datastore-certificate").await;
+    events_etcd
+        .etcdctl(&CertKey {
+            cert_pem: cert["server.crt"].clone(),
+            key_pem: cert["server.key"].clone(),
+        })
+        .unwrap()
+        .run(&["put", &format!("/{uid}/events/e1"), "v"])
+        .unwrap();
+
+    // The override DataStore lists the TCP and refuses to go while it is used.
+    let used_by = env
+        .datastores()
+        .get(&events)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .used_by;
+    assert_eq!(used_by, vec![format!("{}/cp", env.ns)]);
+    env.datastores()
+        .delete(&events, &DeleteParams::default())
+        .await
+        .unwrap();
+    let blocked = env.ds_condition(&events, "DeletionBlocked", "True").await;
+    assert_eq!(blocked.reason, "DataStoreStillUsed");
+    assert!(
+        blocked.message.ends_with(&format!("used by {}/cp", env.ns)),
+        "{}",
+        blocked.message
+    );
+    assert!(env.datastores().get_opt(&events).await.unwrap().is_some());
+
+    // Remove the override from the spec and delete the TCP right away: the second etcd is still cleaned.
+    env.tcps()
+        .patch(
+            "cp",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"dataStoreOverrides": null}})),
+        )
+        .await
+        .unwrap();
+    env.delete_tcp_and_wait("cp").await;
+    for etcd in [&primary_etcd, &events_etcd] {
+        let (role, user) = etcd_auth(etcd, &uid);
+        assert!(role.unwrap_err().contains("role name not found"));
+        assert!(user.unwrap_err().contains("user name not found"));
+        assert_eq!(etcd_keys(etcd, &format!("/{uid}/")), "");
+    }
+    // Unused now, the blocked DataStore goes away.
+    let api = env.datastores();
+    eventually("the override DataStore gone", WAIT, || {
+        let api = api.clone();
+        let events = events.clone();
+        async move { api.get_opt(&events).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_on_an_etcd_with_another_ca_is_not_applied_and_says_why() {
+    let env = env("ctl-ca").await;
+    let (ca_a, ca_b) = (TinyCa::new("ctl-ca-a").unwrap(), TinyCa::new("ctl-ca-b").unwrap());
+    let (primary_etcd, other_etcd) = tokio::join!(tls_etcd("ctl-ca-a", &ca_a), tls_etcd("ctl-ca-b", &ca_b));
+    let primary = env.etcd_datastore(&primary_etcd).await;
+    let other = env.etcd_datastore(&other_etcd).await;
+    env.ds_condition(&primary, "Ready", "True").await;
+    env.ds_condition(&other, "Ready", "True").await;
+
+    let uid = env
+        .tcp(
+            "cp",
+            &primary,
+            json!([{"resource": "/events", "dataStore": other}]),
+        )
+        .await
+        .uid()
+        .unwrap();
+    let (tcp, refused) = env.tcp_condition("cp", "OverridesApplied", "False").await;
+    assert_eq!(refused.reason, "OverrideCANotShared");
+    assert_eq!(
+        refused.message,
+        format!(
+            "override /events: DataStore {other} has a different CA certificate than the primary DataStore {primary}; \
+             kube-apiserver uses one etcd CA and client certificate, so every override must share the primary's CA"
+        )
+    );
+    // The primary is provisioned all the same; nothing lands on the other etcd.
+    let ready = tcp
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "DataStoreReady")
+        .cloned();
+    assert_eq!(ready.map(|c| c.status).as_deref(), Some("True"));
+    assert!(tcp.status.unwrap().storage.unwrap().overrides.is_empty());
+    assert!(
+        etcd_auth(&other_etcd, &uid)
+            .1
+            .unwrap_err()
+            .contains("user name not found")
+    );
+    wait_for_event(&env.client, &env.ns, "cp", "OverrideCANotShared").await;
+
+    env.delete_tcp_and_wait("cp").await;
+    assert!(
+        etcd_auth(&primary_etcd, &uid)
+            .1
+            .unwrap_err()
+            .contains("user name not found")
+    );
+}
+
+// ----------------------------------------------------------------------------------------------- errors
+
+async fn wait_for_event(client: &kube::Client, ns: &str, object: &str, reason: &str) -> Event {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("a {reason} Event on {object}"), WAIT, || {
+        let api = api.clone();
+        async move {
+            api.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object)
+                })
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datastore_on_a_closed_port_is_unreachable_and_its_tenants_are_not_ready_with_events() {
+    let env = env("ctl-down").await;
+    let closed = ports::claim().unwrap();
+    let endpoint = format!("127.0.0.1:{}", closed.port());
+    env.secret("root", &[("username", "postgres"), ("password", "pw")])
+        .await;
+    let ds = support::unique("ds-down");
+    env.datastore(
+        &ds,
+        json!({
+            "driver": "PostgreSQL",
+            "endpoints": [endpoint],
+            "basicAuth": {"username": env.sref("root", "username"), "password": env.sref("root", "password")},
+        }),
+    )
+    .await;
+    let unreachable = env.ds_condition(&ds, "Reachable", "False").await;
+    assert_eq!(unreachable.reason, "DataStoreUnreachable");
+    assert!(
+        unreachable
+            .message
+            .starts_with(&format!("PostgreSQL datastore at {endpoint} is unreachable: ")),
+        "{}",
+        unreachable.message
+    );
+    let validated = env.ds_condition(&ds, "Validated", "True").await;
+    assert_eq!(validated.reason, "DataStoreIsValid");
+    let not_ready = env.ds_condition(&ds, "Ready", "False").await;
+    assert_eq!(not_ready.message, unreachable.message);
+    // Events of the cluster-scoped DataStore land in `default`.
+    wait_for_event(&env.client, "default", &ds, "DataStoreUnreachable").await;
+
+    env.tcp("cp", &ds, json!(null)).await;
+    let (tcp, condition) = env.tcp_condition("cp", "DataStoreReady", "False").await;
+    assert_eq!(condition.reason, "DataStoreNotReady");
+    assert_eq!(
+        condition.message,
+        format!("DataStore {ds} is not ready: {}", unreachable.message)
+    );
+    assert!(tcp.status.unwrap().storage.is_none());
+    let event = wait_for_event(&env.client, &env.ns, "cp", "DataStoreNotReady").await;
+    assert_eq!(event.note.as_deref(), Some(condition.message.as_str()));
+    assert!(env.metrics.errors("tenantcontrolplane", "DataStoreNotReady") >= 1);
+    assert!(env.metrics.errors("datastore", "DataStoreUnreachable") >= 1);
+
+    // Nothing was provisioned, so deletion goes through at once.
+    env.delete_tcp_and_wait("cp").await;
+    env.delete_datastore_and_wait(&ds).await;
+}
+
+// ------------------------------------------------------------------------------------------- leadership
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_the_lease_over_once_the_leader_stops_renewing() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ctl-lease").await;
+    let settings = |identity: &str| LeaseSettings {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+        ..LeaseSettings::new("tenantplane-controller", ns.clone(), identity)
+    };
+    let candidate = |identity: &str| {
+        let elector = LeaderElector::new(client.clone(), settings(identity));
+        let leading = Arc::new(AtomicBool::new(false));
+        let flag = leading.clone();
+        let task = tokio::spawn(async move {
+            let _ = elector
+                .run(async move {
+                    flag.store(true, Ordering::SeqCst);
+                    std::future::pending::<()>().await
+                })
+                .await;
+        });
+        (leading, task)
+    };
+    let (a_leads, a) = candidate("a");
+    let (b_leads, b) = candidate("b");
+    eventually("a leader", WAIT, || async {
+        (a_leads.load(Ordering::SeqCst) || b_leads.load(Ordering::SeqCst)).then_some(())
+    })
+    .await;
+    // For more than a lease duration, exactly one leads (the other keeps seeing renewals).
+    let hold = std::time::Instant::now();
+    while hold.elapsed() < Duration::from_secs(3) {
+        assert!(a_leads.load(Ordering::SeqCst) ^ b_leads.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (leader, standby, standby_leads, other) = if a_leads.load(Ordering::SeqCst) {
+        (a, "b", b_leads, b)
+    } else {
+        (b, "a", a_leads, a)
+    };
+    let lease_api: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let before = lease_api
+        .get("tenantplane-controller")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(before.lease_transitions, Some(0));
+
+    // The leader dies without releasing: the standby waits out the lease, then takes over.
+    leader.abort();
+    eventually("the standby to lead", Duration::from_secs(20), || async {
+        standby_leads.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    let after = lease_api
+        .get("tenantplane-controller")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(after.holder_identity.as_deref(), Some(standby));
+    assert_eq!(after.lease_transitions, Some(1));
+    assert_eq!(after.lease_duration_seconds, Some(2));
+    other.abort();
+}
