@@ -9,9 +9,7 @@ use super::{
         PoolSnapshot, SizeClass, Slot, Snapshot,
     },
     reason::{PlacementError, Reason, Tally},
-    score::{
-        Key, cmp_fraction, cmp_rendezvous, effective_capacity, fill, hash_from_prefix, rendezvous_prefix,
-    },
+    score::{Key, cmp_fraction, cmp_rendezvous, combine, control_plane_hash, effective_capacity, fill},
 };
 use crate::k8s::crd::Driver;
 
@@ -139,7 +137,7 @@ pub(crate) fn evaluate<'s>(
     control_plane_id: &str,
     mut visit: impl FnMut(&'s PoolSnapshot, &'s DataStoreSnapshot, Result<Ranked<'s>, Reason>),
 ) {
-    let prefix = rendezvous_prefix(control_plane_id);
+    let cp_hash = control_plane_hash(control_plane_id);
     for (pool_index, pool) in snapshot
         .pools
         .iter()
@@ -154,7 +152,7 @@ pub(crate) fn evaluate<'s>(
                     pool: pool_index,
                     index,
                 },
-                key: Key::new(pool.policy, ds, exclusive, prefix),
+                key: Key::new(pool.policy, ds, exclusive, cp_hash),
                 name: &ds.name,
             });
             visit(pool, ds, outcome);
@@ -170,7 +168,7 @@ pub(crate) fn best<'s>(
     control_plane_id: &str,
     tally: &mut Tally,
 ) -> Option<Ranked<'s>> {
-    let prefix = rendezvous_prefix(control_plane_id);
+    let cp_hash = control_plane_hash(control_plane_id);
     for (pool_index, pool) in snapshot
         .pools
         .iter()
@@ -188,12 +186,7 @@ pub(crate) fn best<'s>(
                 pool,
                 need,
                 tally,
-                |ds, exclusive| {
-                    (
-                        effective_capacity(ds, exclusive),
-                        hash_from_prefix(prefix, &ds.name),
-                    )
-                },
+                |ds, exclusive| (effective_capacity(ds, exclusive), combine(cp_hash, &ds.name)),
                 cmp_rendezvous,
             )
             .map(|(i, (weight, hash))| (i, Key::Rendezvous { weight, hash })),
@@ -442,7 +435,7 @@ pub fn place(
         let exclusive = is_exclusive(pool.policy, primary);
         Ranked {
             slot: choice.primary,
-            key: Key::new(pool.policy, primary, exclusive, rendezvous_prefix(cp)),
+            key: Key::new(pool.policy, primary, exclusive, control_plane_hash(cp)),
             name: &primary.name,
         }
     };

@@ -175,7 +175,7 @@ fn rendezvous_picks_the_highest_hash_and_ignores_load() {
     assert_eq!(outcome(&d, expected), Outcome::Rejected(Reason::AtCapacity));
 }
 
-const FROZEN_RENDEZVOUS_CP7: &str = "etcd-c";
+const FROZEN_RENDEZVOUS_CP7: &str = "etcd-a";
 
 #[test]
 fn rendezvous_shares_tenants_in_proportion_to_capacity() {
