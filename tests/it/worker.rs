@@ -176,7 +176,14 @@ async fn expected_spec(db: &PgPool, tenant: Uuid, id: Uuid, slug: &str) -> Value
         .await
         .unwrap()
         .unwrap();
-    let tcp = translate::translate(&row, &Placement::fallback(&row), slug, "tp-{tenant}");
+    let placement = match store::outbox::placement(&mut conn, id).await.unwrap() {
+        Some((primary, overrides)) => Placement {
+            data_store: Some(primary),
+            overrides,
+        },
+        None => Placement::fallback(&row),
+    };
+    let tcp = translate::translate(&row, &placement, slug, "tp-{tenant}");
     serde_json::to_value(&tcp.spec).unwrap()
 }
 
@@ -190,11 +197,16 @@ async fn worker_create_update_and_delete_reach_the_cluster() {
     let tenant = crate::api::tenant_id(&app, &slug).await;
     let token = app.token(&slug, "tenant-admin").await;
 
-    // Create: the TCP's spec is the pure translation of the stored row, field by field.
+    // Create: the TCP's spec is the pure translation of the stored row and its placement, field by field.
     let created = app.control_plane(&slug, &token, "prod").await;
     let id: Uuid = created["controlPlane"]["id"].as_str().unwrap().parse().unwrap();
     let op = created["operation"]["id"].as_str().unwrap();
     let tcp = wait_tcp(&kube, &slug, "prod", |_| true).await;
+    assert_eq!(
+        tcp.spec.data_store.as_deref(),
+        Some("etcd-default"),
+        "the TCP uses the DataStore placement chose"
+    );
     assert_eq!(
         serde_json::to_value(&tcp.spec).unwrap(),
         expected_spec(&app.ctx.db, tenant, id, &slug).await
