@@ -33,7 +33,7 @@ openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
 
 test-only:
-	$(CARGO) test --all-targets -- --test-threads=8
+	$(CARGO) test --lib --bins --tests -- --test-threads=8
 
 ## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI)
 generate:
