@@ -420,6 +420,27 @@ async fn chart_installs_into_the_test_cluster_with_every_object_present() {
         .expect("DataStore");
     assert_upstream_datastore(&ds);
 
+    // An upgrade keeps the generated encryption key and database password (lookup of the live Secrets).
+    let secret_data = |name: &str| {
+        let (ok, out, err) = kubectl(
+            &["get", "secret", name, "-n", &namespace, "-o", "jsonpath={.data}"],
+            None,
+        );
+        assert!(ok, "{err}");
+        out
+    };
+    let auth_secret = format!("{release}-tenantplane-auth");
+    let db_secret = format!("{release}-tenantplane-database");
+    let before = (secret_data(&auth_secret), secret_data(&db_secret));
+    assert!(before.0.contains("TENANTPLANE_ENCRYPTION_KEY"), "{}", before.0);
+    assert!(before.1.contains("POSTGRES_PASSWORD"), "{}", before.1);
+    let mut upgrade = args.clone();
+    upgrade[0] = "upgrade";
+    upgrade.retain(|a| *a != "--create-namespace" && *a != "--skip-crds");
+    let (ok, out, err) = helm(&upgrade);
+    assert!(ok, "helm upgrade failed: {out}{err}");
+    assert_eq!((secret_data(&auth_secret), secret_data(&db_secret)), before);
+
     let (ok, _, err) = helm(&[
         "uninstall",
         &release,
