@@ -9,6 +9,7 @@ mod api;
 mod controller;
 mod crds;
 mod datastore;
+mod helm;
 mod serve;
 mod smoke;
 mod support;

@@ -1,0 +1,534 @@
+//! The Helm chart `charts/tenantplane` and `docker-compose.yml`: `helm lint` is clean, upstream Kamaji's
+//! alternative-datastore `--set` lines render the DataStore they describe, the values schema rejects
+//! typos, the chart installs into the shared kube-apiserver with every object present, and the compose
+//! file wires its services with healthchecks.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::OnceLock,
+};
+
+use kube::Api;
+use serde::Deserialize as _;
+use serde_yaml::Value;
+use tenantplane::{
+    k8s::crd::{
+        BasicAuth, CertificateAuthority, ClientCertificate, ContentRef, DataStore, Driver, SecretReference,
+        TlsConfig,
+    },
+    localenv,
+};
+
+use crate::support::{self, kubectl};
+
+/// The `--set` lines of upstream Kamaji's alternative-datastore guide, unchanged.
+const UPSTREAM_DATASTORE_SETS: &[&str] = &[
+    "datastore.driver=PostgreSQL",
+    "datastore.endpoints[0]=postgres-default-rw.kamaji-system.svc:5432",
+    "datastore.basicAuth.usernameSecret.name=postgres-default-superuser",
+    "datastore.basicAuth.usernameSecret.namespace=kamaji-system",
+    "datastore.basicAuth.usernameSecret.keyPath=username",
+    "datastore.basicAuth.passwordSecret.name=postgres-default-superuser",
+    "datastore.basicAuth.passwordSecret.namespace=kamaji-system",
+    "datastore.basicAuth.passwordSecret.keyPath=password",
+    "datastore.tlsConfig.certificateAuthority.certificate.name=postgres-default-ca",
+    "datastore.tlsConfig.certificateAuthority.certificate.namespace=kamaji-system",
+    "datastore.tlsConfig.certificateAuthority.certificate.keyPath=ca.crt",
+    "datastore.tlsConfig.certificateAuthority.privateKey.name=postgres-default-ca",
+    "datastore.tlsConfig.certificateAuthority.privateKey.namespace=kamaji-system",
+    "datastore.tlsConfig.certificateAuthority.privateKey.keyPath=ca.key",
+    "datastore.tlsConfig.clientCertificate.certificate.name=postgres-default-root-cert",
+    "datastore.tlsConfig.clientCertificate.certificate.namespace=kamaji-system",
+    "datastore.tlsConfig.clientCertificate.certificate.keyPath=tls.crt",
+    "datastore.tlsConfig.clientCertificate.privateKey.name=postgres-default-root-cert",
+    "datastore.tlsConfig.clientCertificate.privateKey.namespace=kamaji-system",
+    "datastore.tlsConfig.clientCertificate.privateKey.keyPath=tls.key",
+    "kamaji-etcd.deploy=false",
+];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> String {
+    repo().join("charts/tenantplane").display().to_string()
+}
+
+/// Helm's cache, config and data directories, private to this test run.
+fn helm_home() -> &'static PathBuf {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    HOME.get_or_init(|| localenv::scratch_dir("helm").expect("helm scratch dir"))
+}
+
+/// Runs the cached helm with `args`; returns (success, stdout, stderr).
+fn helm(args: &[&str]) -> (bool, String, String) {
+    let helm = localenv::assets::binary("helm").unwrap_or_else(|e| panic!("{e}"));
+    let home = helm_home();
+    let out = Command::new(helm)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .expect("run helm");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// `--set a --set b …`.
+fn sets<'a>(values: &[&'a str]) -> Vec<&'a str> {
+    values.iter().flat_map(|v| ["--set", v]).collect()
+}
+
+/// The non-empty YAML documents of a multi-document stream.
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).expect("valid YAML document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kind_of(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or_default()
+}
+
+fn name_of(doc: &Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn secret(name: &str, key_path: &str) -> ContentRef {
+    ContentRef {
+        content: None,
+        secret_reference: Some(SecretReference {
+            name: name.into(),
+            namespace: "kamaji-system".into(),
+            key_path: key_path.into(),
+        }),
+    }
+}
+
+/// What upstream's alternative-datastore guide describes.
+fn assert_upstream_datastore(ds: &DataStore) {
+    assert_eq!(ds.spec.driver, Driver::PostgreSQL);
+    assert_eq!(
+        ds.spec.endpoints,
+        vec!["postgres-default-rw.kamaji-system.svc:5432".to_string()]
+    );
+    assert_eq!(
+        ds.spec.basic_auth,
+        Some(BasicAuth {
+            username: secret("postgres-default-superuser", "username"),
+            password: secret("postgres-default-superuser", "password"),
+        })
+    );
+    assert_eq!(
+        ds.spec.tls_config,
+        Some(TlsConfig {
+            certificate_authority: CertificateAuthority {
+                certificate: secret("postgres-default-ca", "ca.crt"),
+                private_key: Some(secret("postgres-default-ca", "ca.key")),
+            },
+            client_certificate: Some(ClientCertificate {
+                certificate: secret("postgres-default-root-cert", "tls.crt"),
+                private_key: secret("postgres-default-root-cert", "tls.key"),
+            }),
+        })
+    );
+}
+
+#[test]
+fn helm_lint_is_clean_with_defaults_and_with_every_option_on() {
+    let chart = chart();
+    let (ok, out, err) = helm(&["lint", "--strict", &chart]);
+    assert!(
+        ok && !out.contains("[ERROR]") && !out.contains("[WARNING]"),
+        "{out}{err}"
+    );
+
+    let options = [
+        "serve.autoscaling.enabled=true",
+        "serve.ingress.enabled=true",
+        "networkPolicy.enabled=true",
+        "serviceMonitor.enabled=true",
+        "controller.watchNamespace=tenants",
+        "database.existingSecret=tenantplane-db",
+        "auth.existingSecret=tenantplane-auth",
+        "worker.replicas=3",
+    ];
+    let mut args = vec!["lint", "--strict", chart.as_str()];
+    args.extend(sets(&options));
+    args.extend(sets(UPSTREAM_DATASTORE_SETS));
+    let (ok, out, err) = helm(&args);
+    assert!(
+        ok && !out.contains("[ERROR]") && !out.contains("[WARNING]"),
+        "{out}{err}"
+    );
+}
+
+#[test]
+fn upstream_alternative_datastore_sets_render_the_datastore_they_describe() {
+    let chart = chart();
+    let mut args = vec!["template", "tp", chart.as_str(), "--namespace", "kamaji-system"];
+    args.extend(sets(UPSTREAM_DATASTORE_SETS));
+    let (ok, out, err) = helm(&args);
+    assert!(ok, "helm template failed: {err}");
+    let docs = documents(&out);
+
+    let datastores: Vec<&Value> = docs.iter().filter(|d| kind_of(d) == "DataStore").collect();
+    assert_eq!(datastores.len(), 1, "one DataStore expected in:\n{out}");
+    assert_eq!(
+        datastores[0]["apiVersion"].as_str(),
+        Some("kamaji.clastix.io/v1alpha1")
+    );
+    let ds: DataStore = serde_yaml::from_value(datastores[0].clone()).expect("a DataStore");
+    assert_eq!(ds.metadata.name.as_deref(), Some("default"));
+    assert_eq!(ds.metadata.namespace, None, "DataStores are cluster-scoped");
+    assert_upstream_datastore(&ds);
+
+    // The controller gets it as its default; it runs leader-elected in the release namespace.
+    let controller = docs
+        .iter()
+        .find(|d| kind_of(d) == "Deployment" && name_of(d) == "tp-tenantplane-controller")
+        .expect("controller Deployment");
+    let container = &controller["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--leader-election=true"), "{args:?}");
+    assert!(
+        args.contains(&"--leader-election-namespace=kamaji-system"),
+        "{args:?}"
+    );
+    let env = container["env"].as_sequence().unwrap();
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "TENANTPLANE_DEFAULT_DATASTORE" && e["value"] == "default"),
+        "{env:?}"
+    );
+
+    // No etcd is deployed whatever kamaji-etcd.deploy says.
+    assert!(
+        !out.contains("kamaji-etcd"),
+        "kamaji-etcd must be ignored, found it in:\n{out}"
+    );
+}
+
+#[test]
+fn hardened_pods_and_no_fixed_replicas_under_autoscaling() {
+    let chart = chart();
+    let (ok, out, err) = helm(&[
+        "template",
+        "tp",
+        &chart,
+        "--set",
+        "serve.autoscaling.enabled=true",
+    ]);
+    assert!(ok, "{err}");
+    let docs = documents(&out);
+    let deployments: Vec<&Value> = docs.iter().filter(|d| kind_of(d) == "Deployment").collect();
+    assert_eq!(deployments.len(), 3);
+    for d in &deployments {
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["securityContext"]["runAsNonRoot"],
+            Value::Bool(true),
+            "{}",
+            name_of(d)
+        );
+        let c = &pod["containers"][0];
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], Value::Bool(true));
+        assert_eq!(
+            c["securityContext"]["allowPrivilegeEscalation"],
+            Value::Bool(false)
+        );
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert!(c["resources"]["requests"]["cpu"].is_string(), "{}", name_of(d));
+    }
+    let serve = deployments
+        .iter()
+        .find(|d| name_of(d) == "tp-tenantplane-serve")
+        .unwrap();
+    assert!(serve["spec"].get("replicas").is_none(), "the HPA owns replicas");
+    let probes = &serve["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(probes["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(probes["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(docs.iter().any(|d| kind_of(d) == "HorizontalPodAutoscaler"));
+
+    let job = docs.iter().find(|d| kind_of(d) == "Job").expect("migrations Job");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["args"][0],
+        "migrate"
+    );
+    // The default values use the bundled PostgreSQL, which exists only after the install.
+    assert_eq!(
+        job["metadata"]["annotations"]["helm.sh/hook"],
+        "post-install,pre-upgrade"
+    );
+    let (ok, out, err) = helm(&["template", "tp", &chart, "--set", "database.existingSecret=db"]);
+    assert!(ok, "{err}");
+    let job = documents(&out).into_iter().find(|d| kind_of(d) == "Job").unwrap();
+    assert_eq!(
+        job["metadata"]["annotations"]["helm.sh/hook"],
+        "pre-install,pre-upgrade"
+    );
+    assert!(
+        !out.contains("kind: StatefulSet"),
+        "no bundled PostgreSQL with an existing Secret"
+    );
+}
+
+#[test]
+fn values_typos_are_rejected_by_the_schema_naming_the_field() {
+    let chart = chart();
+    for (set, field, at) in [
+        ("datastroe.driver=etcd", "datastroe", "at ''"),
+        ("serve.replicaCount=2", "replicaCount", "/serve"),
+        (
+            "datastore.basicAuth.usernameSecret.nmae=x",
+            "nmae",
+            "/datastore/basicAuth/usernameSecret",
+        ),
+        (
+            "datastore.tlsConfig.clientCertificate.privateKey.keypath=tls.key",
+            "keypath",
+            "/datastore/tlsConfig/clientCertificate/privateKey",
+        ),
+    ] {
+        let (ok, out, err) = helm(&["template", "tp", &chart, "--set", set]);
+        assert!(!ok, "--set {set} was accepted:\n{out}");
+        assert!(
+            err.contains("don't meet the specifications of the schema")
+                && err.contains(field)
+                && err.contains(at),
+            "--set {set}: {err}"
+        );
+    }
+    // A driver outside Kamaji's enum is refused too (the spelling is case-sensitive).
+    let (ok, _, err) = helm(&["template", "tp", &chart, "--set", "datastore.driver=postgresql"]);
+    assert!(!ok && err.contains("/datastore/driver"), "{err}");
+}
+
+#[tokio::test]
+async fn chart_installs_into_the_test_cluster_with_every_object_present() {
+    support::crds_installed();
+    let kubeconfig = support::cluster().kube.kubeconfig_path().display().to_string();
+    let release = support::unique("tp");
+    let namespace = support::unique("helm");
+    let datastore = support::unique("ds-default");
+    let chart = chart();
+    let datastore_name = format!("datastore.name={datastore}");
+
+    // --skip-crds: support::crds_installed() already applied them. --no-hooks: no kubelet runs the
+    // migrations Job, and helm would wait for it. --wait is off: no pod ever becomes ready here.
+    let mut args = vec![
+        "install",
+        release.as_str(),
+        chart.as_str(),
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "--namespace",
+        namespace.as_str(),
+        "--create-namespace",
+        "--skip-crds",
+        "--no-hooks",
+        "--timeout",
+        "60s",
+    ];
+    let options = [
+        datastore_name.as_str(),
+        "serve.autoscaling.enabled=true",
+        "serve.ingress.enabled=true",
+        "networkPolicy.enabled=true",
+    ];
+    args.extend(sets(&options));
+    args.extend(sets(UPSTREAM_DATASTORE_SETS));
+    let (ok, out, err) = helm(&args);
+    assert!(ok, "helm install failed: {out}{err}");
+    assert!(
+        out.contains(
+            "kamaji-etcd.deploy=false is accepted for compatibility with upstream Kamaji and ignored"
+        ),
+        "NOTES should say kamaji-etcd is ignored:\n{out}"
+    );
+
+    let (ok, manifest, err) = helm(&[
+        "get",
+        "manifest",
+        &release,
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &namespace,
+    ]);
+    assert!(ok, "{err}");
+    let rendered: BTreeSet<(String, String)> = documents(&manifest)
+        .iter()
+        .map(|d| (kind_of(d).to_string(), name_of(d).to_string()))
+        .collect();
+    for kind in [
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+        "Ingress",
+        "NetworkPolicy",
+        "StatefulSet",
+        "Secret",
+        "DataStore",
+    ] {
+        assert!(rendered.iter().any(|(k, _)| k == kind), "no {kind} rendered");
+    }
+
+    // Every rendered object is in the cluster: kubectl reads them all back from the manifest.
+    let (ok, out, err) = kubectl(
+        &["get", "-n", &namespace, "-f", "-", "-o", "json"],
+        Some(&manifest),
+    );
+    assert!(ok, "kubectl get -f <manifest> failed: {err}");
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let in_cluster: BTreeSet<(String, String)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(in_cluster, rendered);
+
+    // The DataStore passed our CRD's validation (CEL included) and reads back as rendered.
+    let client = support::client().await;
+    let ds = Api::<DataStore>::all(client)
+        .get(&datastore)
+        .await
+        .expect("DataStore");
+    assert_upstream_datastore(&ds);
+
+    // An upgrade keeps the generated encryption key and database password (lookup of the live Secrets).
+    let secret_data = |name: &str| {
+        let (ok, out, err) = kubectl(
+            &["get", "secret", name, "-n", &namespace, "-o", "jsonpath={.data}"],
+            None,
+        );
+        assert!(ok, "{err}");
+        out
+    };
+    let auth_secret = format!("{release}-tenantplane-auth");
+    let db_secret = format!("{release}-tenantplane-database");
+    let before = (secret_data(&auth_secret), secret_data(&db_secret));
+    assert!(before.0.contains("TENANTPLANE_ENCRYPTION_KEY"), "{}", before.0);
+    assert!(before.1.contains("POSTGRES_PASSWORD"), "{}", before.1);
+    let mut upgrade = args.clone();
+    upgrade[0] = "upgrade";
+    upgrade.retain(|a| *a != "--create-namespace" && *a != "--skip-crds");
+    let (ok, out, err) = helm(&upgrade);
+    assert!(ok, "helm upgrade failed: {out}{err}");
+    assert_eq!((secret_data(&auth_secret), secret_data(&db_secret)), before);
+
+    let (ok, _, err) = helm(&[
+        "uninstall",
+        &release,
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &namespace,
+        "--no-hooks",
+    ]);
+    assert!(ok, "helm uninstall failed: {err}");
+    let (ok, _, err) = kubectl(&["delete", "namespace", &namespace, "--wait=false"], None);
+    assert!(ok, "{err}");
+}
+
+/// Services of `docker-compose.yml`, with their healthchecks and start-up order.
+#[test]
+fn docker_compose_wires_every_service_with_healthchecks() {
+    let path = repo().join("docker-compose.yml");
+    if Command::new("docker")
+        .args(["compose", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        let out = Command::new("docker")
+            .args(["compose", "-f", &path.display().to_string(), "config", "--quiet"])
+            .output()
+            .expect("docker compose config");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    let mut compose: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    compose.apply_merge().expect("YAML merge keys");
+    let services = compose["services"].as_mapping().expect("services");
+    let names: BTreeSet<&str> = services.keys().filter_map(Value::as_str).collect();
+    for expected in [
+        "certs",
+        "postgres",
+        "etcd",
+        "kube-apiserver",
+        "crds",
+        "serve",
+        "worker",
+        "controller",
+    ] {
+        assert!(names.contains(expected), "no service {expected} in {names:?}");
+    }
+    assert_eq!(
+        compose["services"]["kube-apiserver"]["image"],
+        "registry.k8s.io/kube-apiserver:v1.34.4"
+    );
+    let one_shot = ["certs", "crds"];
+    for (name, service) in services {
+        let name = name.as_str().unwrap();
+        if !one_shot.contains(&name) {
+            assert!(
+                service["healthcheck"]["test"].is_sequence(),
+                "{name} has no healthcheck"
+            );
+        }
+    }
+    let condition = |service: &str, on: &str| {
+        compose["services"][service]["depends_on"][on]["condition"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{service} does not depend on {on}"))
+            .to_string()
+    };
+    assert_eq!(
+        condition("kube-apiserver", "certs"),
+        "service_completed_successfully"
+    );
+    assert_eq!(condition("kube-apiserver", "etcd"), "service_healthy");
+    assert_eq!(condition("crds", "kube-apiserver"), "service_healthy");
+    for service in ["serve", "worker", "controller"] {
+        assert_eq!(condition(service, "kube-apiserver"), "service_healthy");
+        assert_eq!(condition(service, "crds"), "service_completed_successfully");
+    }
+    for service in ["serve", "worker"] {
+        assert_eq!(condition(service, "postgres"), "service_healthy");
+    }
+    // serve migrates; the worker starts after serve is healthy so the schema exists.
+    assert_eq!(condition("worker", "serve"), "service_healthy");
+    for service in ["serve", "worker", "controller"] {
+        let command: Vec<&str> = compose["services"][service]["command"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{service} has no command"))
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(command.first(), Some(&service), "{service}: {command:?}");
+    }
+}
