@@ -269,6 +269,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.concurrency = args.concurrency.max(1);
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
+    settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());
     let lease = args.leader_election.then(|| {
         LeaseSettings::new(
             args.leader_election_name.clone(),

@@ -173,6 +173,9 @@ pub struct ControllerArgs {
     /// Only reconcile DataStores matching this label selector (default: all).
     #[arg(long, env = "TENANTPLANE_DATASTORE_SELECTOR")]
     pub datastore_selector: Option<String>,
+    /// DataStore written into TenantControlPlanes that name none (upstream Kamaji's `--datastore`).
+    #[arg(long, env = "TENANTPLANE_DEFAULT_DATASTORE")]
+    pub default_datastore: Option<String>,
     /// Address of the `/metrics` and `/healthz` endpoint.
     #[arg(long, env = "TENANTPLANE_METRICS_LISTEN", default_value = "0.0.0.0:8081")]
     pub metrics_listen: SocketAddr,

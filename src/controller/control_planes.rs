@@ -152,7 +152,24 @@ async fn provision(
     let namespace = tcp
         .namespace()
         .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let Some(primary_name) = tcp.spec.data_store.clone().filter(|n| !n.is_empty()) else {
+    let default = ctx.settings.default_datastore.clone();
+    let named = tcp.spec.data_store.clone().filter(|n| !n.is_empty());
+    if named.is_none()
+        && let Some(default) = &default
+    {
+        // Like upstream's defaulting webhook: record the default in the spec, so that every later
+        // reconcile, usedBy and the CRD's "cannot unset" rule see the same DataStore.
+        let api: kube::Api<TenantControlPlane> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+        let patch = serde_json::json!({"spec": {"dataStore": default}});
+        api.patch(
+            &tcp.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::Kube)?;
+    }
+    let Some(primary_name) = named.or(default) else {
         return Err(Error::Invalid {
             reason: "NoDataStore",
             message: "spec.dataStore is empty: name the DataStore that holds this control plane".into(),

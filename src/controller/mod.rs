@@ -138,6 +138,8 @@ pub struct ControllerSettings {
     pub identity: String,
     /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
     pub resync: Duration,
+    /// DataStore written into TenantControlPlanes that name none (Kamaji's `--datastore`).
+    pub default_datastore: Option<String>,
 }
 
 impl ControllerSettings {
@@ -149,6 +151,7 @@ impl ControllerSettings {
             datastore_selector: None,
             identity: identity.into(),
             resync: Duration::from_secs(300),
+            default_datastore: None,
         }
     }
 }

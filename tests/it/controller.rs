@@ -59,6 +59,11 @@ impl Drop for Env {
 }
 
 async fn env(prefix: &str) -> Env {
+    env_with_default(prefix, None).await
+}
+
+/// A controller whose TenantControlPlanes without `spec.dataStore` get `default`.
+async fn env_with_default(prefix: &str, default: Option<String>) -> Env {
     support::crds_installed();
     let client = support::client().await;
     let ns = support::namespace(&client, prefix).await;
@@ -66,6 +71,7 @@ async fn env(prefix: &str) -> Env {
     settings.namespace = Some(ns.clone());
     settings.datastore_selector = Some(format!("{LABEL}={ns}"));
     settings.concurrency = 2;
+    settings.default_datastore = default;
     let metrics = Arc::new(Metrics::default());
     let task = tokio::spawn({
         let client = client.clone();
@@ -128,7 +134,11 @@ impl Env {
 
     /// An etcd DataStore whose TLS material sits in Secret `<name>-tls`.
     async fn etcd_datastore(&self, etcd: &LocalEtcd) -> String {
-        let name = support::unique("ds-etcd");
+        self.etcd_datastore_named(etcd, support::unique("ds-etcd")).await
+    }
+
+    /// The same with a given name.
+    async fn etcd_datastore_named(&self, etcd: &LocalEtcd, name: String) -> String {
         let tls = etcd.tls().unwrap();
         let secret = format!("{name}-tls");
         self.secret(
@@ -935,4 +945,31 @@ async fn a_standby_takes_the_lease_over_once_the_leader_stops_renewing() {
     assert_eq!(after.lease_transitions, Some(1));
     assert_eq!(after.lease_duration_seconds, Some(2));
     other.abort();
+}
+
+#[tokio::test]
+async fn a_tenant_without_a_datastore_gets_the_default_one() {
+    let default = support::unique("ds-default");
+    let env = env_with_default("ctl-default", Some(default.clone())).await;
+    let ca = TinyCa::new("ctl-default-ca").unwrap();
+    let etcd = tls_etcd("ctl-default", &ca).await;
+    env.etcd_datastore_named(&etcd, default.clone()).await;
+    env.ds_condition(&default, "Ready", "True").await;
+    let tcp: TenantControlPlane = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "TenantControlPlane",
+        "metadata": {"name": "nameless", "namespace": env.ns},
+        "spec": {
+            "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": "v1.34.0", "kubelet": {}},
+        },
+    }))
+    .unwrap();
+    env.tcps().create(&PostParams::default(), &tcp).await.unwrap();
+    let tcp = env.provisioned("nameless").await;
+    assert_eq!(tcp.spec.data_store.as_deref(), Some(default.as_str()));
+    assert_eq!(
+        tcp.status.unwrap().storage.unwrap().data_store_name.as_deref(),
+        Some(default.as_str())
+    );
 }
