@@ -48,8 +48,22 @@ async fn create(http: &reqwest::Client, base: &str, token: &str, name: String) -
         .json(&json!({"name": name, "kubernetesVersion": "v1.34.4"}))
         .send()
         .await;
-    let ok = matches!(&r, Ok(r) if r.status() == 202);
-    (start.elapsed(), ok)
+    let elapsed = start.elapsed();
+    let ok = match r {
+        Ok(r) if r.status() == 202 => true,
+        Ok(r) => {
+            static SHOWN: std::sync::Once = std::sync::Once::new();
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            SHOWN.call_once(|| eprintln!("first failed create: {status} {body}"));
+            false
+        }
+        Err(e) => {
+            eprintln!("create failed: {e}");
+            false
+        }
+    };
+    (elapsed, ok)
 }
 
 /// Closed loop: `workers` tasks issuing requests back to back for `duration`.
@@ -130,6 +144,27 @@ async fn main() {
         .post(format!("{base}/api/v1/tenants"))
         .bearer_auth(&admin)
         .json(&json!({"slug": "bench", "displayName": "Bench"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // One pool with room for every control plane the bench creates.
+    let r = http
+        .post(format!("{base}/api/v1/pools"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "bench"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let secret = |k: &str| json!({"name": "etcd-certs", "namespace": "kamaji-system", "keyPath": k});
+    let r = http
+        .post(format!("{base}/api/v1/datastores"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "etcd-bench", "pool": "bench", "driver": "etcd", "endpoints": ["etcd:2379"],
+                      "capacityTenants": 1_000_000,
+                      "secrets": {"caCertificate": secret("ca.crt"), "caPrivateKey": secret("ca.key"),
+                                  "clientCertificate": secret("tls.crt"), "clientPrivateKey": secret("tls.key")}}))
         .send()
         .await
         .unwrap();
@@ -271,10 +306,12 @@ async fn main() {
         "\\set n random(1, 2000000000)\n\
          begin;\n\
          insert into idempotency_keys (scope, key, request_hash, response_status, response_body) values ('pgbench', 'k-' || :client_id || '-' || :n || '-' || random(), '\\x00', 0, '{}') on conflict do nothing;\n\
-         insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) values (gen_random_uuid(), (select id from tenants where slug = 'bench'), 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small') returning id \\gset cp_\n\
-         insert into operations (id, tenant_id, control_plane_id, kind) values (gen_random_uuid(), (select id from tenants where slug = 'bench'), :'cp_id', 'create') returning id \\gset op_\n\
-         insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload) values ((select id from tenants where slug = 'bench'), :'cp_id', :'op_id', 'apply', '{\"generation\": 1}');\n\
-         insert into audit_log (tenant_id, actor, action, target_kind, target_id) values ((select id from tenants where slug = 'bench'), 'pgbench', 'control-plane.create', 'control-plane', :'cp_id');\n\
+         with t as (select id from tenants where slug = 'bench'), \
+           cp as (insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) select gen_random_uuid(), t.id, 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small' from t returning id, tenant_id), \
+           pl as (insert into placements (control_plane_id, tenant_id, datastore_id, driver) select cp.id, cp.tenant_id, (select id from datastores where name = 'etcd-bench'), 'etcd' from cp), \
+           op as (insert into operations (id, tenant_id, control_plane_id, kind) select gen_random_uuid(), cp.tenant_id, cp.id, 'create' from cp returning id, tenant_id, control_plane_id), \
+           ob as (insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload) select tenant_id, control_plane_id, id, 'apply', '{\"generation\": 1}' from op) \
+         insert into audit_log (tenant_id, actor, action, target_kind, target_id) select tenant_id, 'pgbench', 'control-plane.create', 'control-plane', id::text from cp;\n\
          commit;\n",
     )
     .unwrap();

@@ -183,19 +183,6 @@ pub async fn create(
         }
         Err(e) => return Err(e.into()),
     };
-    let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
-    let placement = Placement {
-        data_store: decision.primary.clone(),
-        overrides: decision
-            .overrides
-            .iter()
-            .map(|o| PlacementOverride {
-                resource: o.resource.clone(),
-                data_store: o.data_store.clone(),
-            })
-            .collect(),
-        decision: serde_json::to_value(&decision).unwrap_or_default(),
-    };
     let op = store::control_planes::insert_operation(tx, tenant.id, row.id, "create", request_id).await?;
     store::control_planes::enqueue(
         tx,
@@ -217,6 +204,20 @@ pub async fn create(
         serde_json::json!({"name": row.name}),
     )
     .await?;
+    // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
+    let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
+    let placement = Placement {
+        data_store: decision.primary.clone(),
+        overrides: decision
+            .overrides
+            .iter()
+            .map(|o| PlacementOverride {
+                resource: o.resource.clone(),
+                data_store: o.data_store.clone(),
+            })
+            .collect(),
+        decision: serde_json::to_value(&decision).unwrap_or_default(),
+    };
     Ok(Accepted {
         operation: operation_model(op),
         control_plane: to_model_with(row, Some(placement)),

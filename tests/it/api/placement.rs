@@ -336,3 +336,19 @@ async fn drain_plan_lists_the_moves_that_empty_a_cordoned_datastore() {
         json!([{"controlPlaneId": on_d1, "usage": "primary", "from": "etcd-d1", "to": "etcd-d2", "blockedBy": []}])
     );
 }
+
+#[tokio::test]
+async fn a_request_without_a_pool_lands_in_any_pool_registered_through_the_api() {
+    let app = spawn_app().await;
+    sqlx::query("delete from datastores")
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    pool(&app, "anywhere", "spread").await;
+    datastore(&app, "etcd-any", "anywhere", "etcd", 1_000_000, "ca").await;
+    let slug = app.tenant("nopool").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = create(&app, &slug, &member, "free".into(), json!({})).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(r.body["controlPlane"]["placement"]["dataStore"], "etcd-any");
+}
