@@ -309,6 +309,7 @@ async fn main() {
          with t as (select id from tenants where slug = 'bench'), \
            cp as (insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) select gen_random_uuid(), t.id, 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small' from t returning id, tenant_id), \
            pl as (insert into placements (control_plane_id, tenant_id, datastore_id, driver) select cp.id, cp.tenant_id, (select id from datastores where name = 'etcd-bench'), 'etcd' from cp), \
+           ld as (update datastores set load_tenants = load_tenants + 1 where name = 'etcd-bench' and exists (select 1 from cp)), \
            op as (insert into operations (id, tenant_id, control_plane_id, kind) select gen_random_uuid(), cp.tenant_id, cp.id, 'create' from cp returning id, tenant_id, control_plane_id), \
            ob as (insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload) select tenant_id, control_plane_id, id, 'apply', '{\"generation\": 1}' from op) \
          insert into audit_log (tenant_id, actor, action, target_kind, target_id) select tenant_id, 'pgbench', 'control-plane.create', 'control-plane', id::text from cp;\n\

@@ -51,9 +51,7 @@ pub async fn snapshot(db: impl PgExecutor<'_>) -> Result<Vec<LoadRow>, StoreErro
         LoadRow,
         r#"select d.id, d.name, p.name as pool, p.policy, d.driver, d.labels, d.ready, d.cordoned, d.capacity_tenants,
                   d.capacity_bytes, d.ca_id,
-                  (select count(*) from (select control_plane_id from placements where datastore_id = d.id
-                                         union select control_plane_id from placement_overrides where datastore_id = d.id) u)
-                  as "load_tenants!"
+                  d.load_tenants::bigint as "load_tenants!"
            from datastores d join pools p on p.id = d.pool_id
            order by p.name, d.name"#
     )
@@ -78,6 +76,19 @@ pub async fn insert(
         datastore,
         driver,
         decision
+    )
+    .execute(&mut *tx)
+    .await?;
+    let mut used: Vec<Uuid> = overrides
+        .iter()
+        .map(|(_, ds)| *ds)
+        .chain(std::iter::once(datastore))
+        .collect();
+    used.sort();
+    used.dedup();
+    sqlx::query!(
+        "update datastores set load_tenants = load_tenants + 1 where id = any($1)",
+        &used
     )
     .execute(&mut *tx)
     .await?;
