@@ -206,6 +206,7 @@ pub async fn mark_deleted(tx: &mut PgConnection, tenant: Uuid, id: Uuid) -> Resu
     )
     .execute(&mut *tx)
     .await?;
+    crate::store::placements::release(tx, tenant, id).await?;
     Ok(())
 }
 

@@ -163,3 +163,41 @@ pub async fn on_datastore(
         .map(|r| (r.id, r.size_class, r.primary_name, r.resource, r.datastore_labels))
         .collect())
 }
+
+/// Releases a deleted control plane's placement: its DataStores' load goes down (locks taken in id order,
+/// as placement takes them) and its placement rows are removed. Idempotent.
+pub async fn release(tx: &mut PgConnection, tenant: Uuid, control_plane: Uuid) -> Result<(), StoreError> {
+    let used: Vec<Uuid> = sqlx::query_scalar!(
+        r#"select d.id as "id!" from datastores d
+           where d.id in (select datastore_id from placements where control_plane_id = $1 and tenant_id = $2
+                          union select datastore_id from placement_overrides where control_plane_id = $1)
+           order by d.id for update"#,
+        control_plane,
+        tenant
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if used.is_empty() {
+        return Ok(());
+    }
+    sqlx::query!(
+        "update datastores set load_tenants = greatest(load_tenants - 1, 0) where id = any($1)",
+        &used
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "delete from placement_overrides where control_plane_id = $1",
+        control_plane
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "delete from placements where control_plane_id = $1 and tenant_id = $2",
+        control_plane,
+        tenant
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}

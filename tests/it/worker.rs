@@ -279,6 +279,16 @@ async fn worker_create_update_and_delete_reach_the_cluster() {
             .await
             .unwrap();
     assert_eq!((phase.as_str(), deleted), ("Deleted", true));
+    // Its capacity is released: no placement left, and the DataStore's load is back to zero.
+    let (placements, load): (i64, i32) = sqlx::query_as(
+        "select (select count(*) from placements where control_plane_id = $1),
+                (select load_tenants from datastores where name = 'etcd-default')",
+    )
+    .bind(id)
+    .fetch_one(&app.ctx.db)
+    .await
+    .unwrap();
+    assert_eq!((placements, load), (0, 0));
     let r = app
         .call(
             Method::GET,
