@@ -43,9 +43,18 @@ fn placement_model(row: PlacementRow) -> Placement {
 
 /// Loads the placements of `rows` (one query) and converts them.
 async fn with_placements(ctx: &Ctx, tenant: Uuid, rows: Vec<ControlPlaneRow>) -> Result<Vec<ControlPlane>> {
+    with_placements_in(&ctx.db, tenant, rows).await
+}
+
+/// The same on a given connection (inside a write's transaction).
+async fn with_placements_in(
+    db: impl sqlx::PgExecutor<'_>,
+    tenant: Uuid,
+    rows: Vec<ControlPlaneRow>,
+) -> Result<Vec<ControlPlane>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let mut placements: std::collections::HashMap<Uuid, PlacementRow> =
-        store::placements::for_control_planes(&ctx.db, tenant, &ids)
+        store::placements::for_control_planes(db, tenant, &ids)
             .await?
             .into_iter()
             .map(|p| (p.control_plane_id, p))
@@ -412,7 +421,11 @@ pub async fn update(
     .await?;
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: to_model(row),
+        control_plane: with_placements_in(&mut *tx, tenant.id, vec![row])
+            .await?
+            .into_iter()
+            .next()
+            .ok_or(ServiceError::NotFound("control plane"))?,
     })
 }
 
@@ -451,7 +464,11 @@ pub async fn delete(
     .await?;
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: to_model(row),
+        control_plane: with_placements_in(&mut *tx, tenant.id, vec![row])
+            .await?
+            .into_iter()
+            .next()
+            .ok_or(ServiceError::NotFound("control plane"))?,
     })
 }
 

@@ -140,6 +140,7 @@ async fn update_honours_if_match_and_version_rules() {
     assert_eq!(ok.body["controlPlane"]["generation"], 2);
     assert_eq!(ok.body["controlPlane"]["kubernetesVersion"], "v1.34.0");
     assert_eq!(ok.body["controlPlane"]["replicas"], 0);
+    assert_eq!(ok.body["controlPlane"]["placement"]["dataStore"], "etcd-default");
     assert_eq!(ok.body["operation"]["kind"], "update");
     assert_eq!(ok.headers["etag"], "\"2\"");
 
