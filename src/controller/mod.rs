@@ -17,6 +17,7 @@ pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod status;
+pub mod workload;
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
