@@ -17,12 +17,16 @@ pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod status;
+pub mod tcp_workload;
 pub mod workload;
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use futures_util::StreamExt as _;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Secret, Service},
+};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
@@ -139,13 +143,20 @@ pub struct ControllerSettings {
     pub identity: String,
     /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
     pub resync: Duration,
+    /// How long one reconcile may take.
+    pub reconcile_timeout: Duration,
+    /// Certificates, kine image.
+    pub workload: workload::WorkloadSettings,
 }
 
 impl ControllerSettings {
-    /// Defaults: concurrency 4, every namespace and DataStore, resync every 5 minutes.
+    /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
+    /// reconcile.
     pub fn new(identity: impl Into<String>) -> Self {
         Self {
-            concurrency: 4,
+            concurrency: 16,
+            reconcile_timeout: Duration::from_secs(30),
+            workload: workload::WorkloadSettings::default(),
             namespace: None,
             datastore_selector: None,
             identity: identity.into(),
@@ -338,11 +349,21 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
         None => Api::<Secret>::all(client.clone()),
     };
+    let managed = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
+    let (owned_deployments, owned_services) = match &ctx.settings.namespace {
+        Some(ns) => (
+            Api::<Deployment>::namespaced(client.clone(), ns),
+            Api::<Service>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::<Deployment>::all(client.clone()),
+            Api::<Service>::all(client.clone()),
+        ),
+    };
     let control_planes = control_planes
-        .owns(
-            owned_secrets,
-            watcher::Config::default().labels(&format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
-        )
+        .owns(owned_secrets, watcher::Config::default().labels(&managed))
+        .owns(owned_deployments, watcher::Config::default().labels(&managed))
+        .owns(owned_services, watcher::Config::default().labels(&managed))
         .watches(
             Api::<DataStore>::all(client.clone()),
             watcher_config(selector.as_deref()),
