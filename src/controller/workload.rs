@@ -678,7 +678,9 @@ pub fn pki(
             tcp.namespace().unwrap_or_default()
         ),
     };
-    let kubeconfigs: [(String, &str, &str, &str, &[&str], &str); 3] = [
+    // (Secret, component, key, user, groups, server)
+    type KubeconfigSpec<'s> = (String, &'s str, &'s str, &'s str, &'s [&'s str], &'s str);
+    let kubeconfigs: [KubeconfigSpec<'_>; 3] = [
         (
             admin_kubeconfig_name(tcp),
             "admin-kubeconfig",
