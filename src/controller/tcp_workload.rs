@@ -437,15 +437,34 @@ async fn run(
                 applied.name_any()
             ),
         );
-        conditions.set(
-            READY,
-            Some(true),
-            "Ready",
-            format!(
-                "{running} serves at {}; the tenant API's /readyz is checked by the pods' readiness probe, not from the controller",
-                owned.control_plane_endpoint.clone().unwrap_or_default()
+        let endpoint = owned.control_plane_endpoint.clone().unwrap_or_default();
+        let ca = pki
+            .get(&workload::ca_secret_name(tcp))
+            .and_then(|s| s.data.as_ref()?.get("ca.crt").cloned())
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default();
+        match readyz(&endpoint, &ca).await {
+            Probe::Ok => conditions.set(
+                READY,
+                Some(true),
+                "Ready",
+                format!("{running} serves at {endpoint}: /readyz answered ok"),
             ),
-        );
+            Probe::Unreachable => conditions.set(
+                READY,
+                Some(true),
+                "Ready",
+                format!(
+                    "{running} is rolled out at {endpoint}; its /readyz is unreachable from the controller, so readiness rests on the pods' /readyz probes"
+                ),
+            ),
+            Probe::NotReady(code) => conditions.set(
+                READY,
+                Some(false),
+                "ApiNotReady",
+                format!("{running} is rolled out at {endpoint} but its /readyz answered HTTP {code}"),
+            ),
+        }
     } else if replicas == 0 {
         conditions.set(
             DEPLOYMENT_AVAILABLE,
@@ -477,4 +496,37 @@ async fn run(
         conditions.set(READY, Some(false), &format!("{state:?}"), message);
     }
     Ok(())
+}
+
+enum Probe {
+    Ok,
+    Unreachable,
+    NotReady(u16),
+}
+
+/// `GET https://<endpoint>/readyz` trusting only the tenant CA (anonymous: `/readyz` is public by
+/// default), within 2 s.
+async fn readyz(endpoint: &str, ca_pem: &str) -> Probe {
+    if endpoint.is_empty() {
+        return Probe::Unreachable;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Ok(ca) = reqwest::Certificate::from_pem(ca_pem.as_bytes()) else {
+        return Probe::Unreachable;
+    };
+    let Ok(client) = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(std::time::Duration::from_secs(2))
+        .build()
+    else {
+        return Probe::Unreachable;
+    };
+    match client.get(format!("https://{endpoint}/readyz")).send().await {
+        Ok(r) if r.status().is_success() => Probe::Ok,
+        Ok(r) => Probe::NotReady(r.status().as_u16()),
+        Err(err) => {
+            tracing::debug!(endpoint, "tenant /readyz unreachable: {err}");
+            Probe::Unreachable
+        }
+    }
 }

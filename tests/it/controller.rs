@@ -1188,7 +1188,14 @@ mod workload {
                 .as_deref(),
             Some("v1.34.0")
         );
-        assert_eq!(condition(&tcp, "Ready").status, "True");
+        let ready = condition(&tcp, "Ready");
+        assert_eq!(ready.status, "True");
+        // No pod runs here: the cluster IP does not answer, and the message says so.
+        assert!(
+            ready.message.contains("unreachable from the controller"),
+            "{}",
+            ready.message
+        );
         assert_eq!(condition(&tcp, "DeploymentAvailable").status, "True");
         assert_eq!(status.observed_generation, tcp.metadata.generation);
 
