@@ -298,6 +298,27 @@ fn watcher_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
+/// What of a DataStore its TenantControlPlanes depend on: generation, readiness and conditions (not
+/// `usedBy`).
+pub fn datastore_fingerprint(ds: &DataStore) -> String {
+    let status = ds.status.as_ref();
+    let conditions: Vec<String> = status
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| format!("{}={}/{}/{}", c.type_, c.status, c.reason, c.message))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "{:?}|{:?}|{}|{}",
+        ds.metadata.generation,
+        ds.metadata.deletion_timestamp,
+        status.is_some_and(|s| s.ready),
+        conditions.join(";")
+    )
+}
+
 /// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
@@ -350,6 +371,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         None => Api::<Secret>::all(client.clone()),
     };
     let managed = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
+    let seen = Arc::new(std::sync::Mutex::new(HashMap::<String, String>::new()));
     let (owned_deployments, owned_services) = match &ctx.settings.namespace {
         Some(ns) => (
             Api::<Deployment>::namespaced(client.clone(), ns),
@@ -369,6 +391,17 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             watcher_config(selector.as_deref()),
             move |ds| {
                 let name = ds.name_any();
+                // Only a change TenantControlPlanes care about (spec, readiness, conditions) fans out to
+                // them: `status.usedBy` grows with every new tenant, and re-triggering every tenant of a
+                // shared DataStore on each of those updates is quadratic.
+                let key = datastore_fingerprint(&ds);
+                {
+                    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                    if seen.get(&name) == Some(&key) {
+                        return Vec::new();
+                    }
+                    seen.insert(name.clone(), key);
+                }
                 tcp_store
                     .state()
                     .iter()

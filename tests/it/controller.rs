@@ -1354,3 +1354,184 @@ mod workload {
         assert_eq!(data["DB_PASSWORD"].len(), 32);
     }
 }
+
+// ------------------------------------------------------------------------------------------ benchmark
+
+/// `TCP_BENCH_N` (default 1000) TenantControlPlanes on one shared etcd DataStore: time until every one
+/// has its Deployment and a version status, and the process's peak RSS; then a bare client creating
+/// the same objects (11 Secrets, a Service, a Deployment per TCP, 16 at a time). Figures in
+/// BENCHMARKS.md. Run: `SQLX_OFFLINE=true cargo test --test it controller::bench_tcps -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: minutes of load on the shared apiserver"]
+async fn bench_tcps() {
+    use futures::stream::{self, StreamExt as _};
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+    use std::time::Instant;
+    use tenantplane::controller::workload;
+
+    fn peak_rss_mib() -> f64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        kb / 1024.0
+    }
+
+    let n: usize = std::env::var("TCP_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    support::crds_installed();
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bench").await;
+    let ca = TinyCa::new("bench-ca").unwrap();
+    let etcd = tls_etcd("bench", &ca).await;
+    let rss_before = peak_rss_mib();
+
+    let mut settings = ControllerSettings::new(format!("bench-{ns}"));
+    settings.namespace = Some(ns.clone());
+    settings.datastore_selector = Some(format!("{LABEL}={ns}"));
+    let metrics = Arc::new(Metrics::default());
+    let task = tokio::spawn({
+        let (client, metrics) = (client.clone(), metrics.clone());
+        async move {
+            let _ =
+                tenantplane::controller::run(client, settings, None, metrics, std::future::pending()).await;
+        }
+    });
+    let env = Env {
+        client: client.clone(),
+        ns: ns.clone(),
+        metrics: metrics.clone(),
+        task,
+    };
+    let ds = env.etcd_datastore(&etcd).await;
+    env.ds_condition(&ds, "Ready", "True").await;
+
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let env = &env;
+            let ds = ds.clone();
+            async move {
+                env.tcp(&format!("cp-{i}"), &ds, json!(null)).await;
+            }
+        })
+        .await;
+    let created = started.elapsed();
+    let tcps = env.tcps();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    loop {
+        let list = tcps.list(&Default::default()).await.unwrap().items;
+        let done = list
+            .iter()
+            .filter(|t| {
+                t.status
+                    .as_ref()
+                    .and_then(|s| s.kubernetes_resources.as_ref())
+                    .and_then(|k| k.version.as_ref())
+                    .and_then(|v| v.status)
+                    .is_some()
+            })
+            .count();
+        if done == n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "{done}/{n} after an hour"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let controller_time = started.elapsed();
+    assert_eq!(
+        deployments.list(&Default::default()).await.unwrap().items.len(),
+        n
+    );
+    let rss_controller = peak_rss_mib();
+    let errors = metrics.encode();
+    let reconciles = metrics.reconciles("tenantcontrolplane");
+    drop(env);
+
+    // Bare client: the same objects, no controller.
+    let bare_ns = support::namespace(&client, "bench-bare").await;
+    let template: TenantControlPlane = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": "cp", "namespace": bare_ns, "uid": "00000000-0000-4000-8000-000000000000"},
+        "spec": {"controlPlane": {"service": {"serviceType": "ClusterIP"}}, "kubernetes": {"version": "v1.34.0", "kubelet": {}}},
+    }))
+    .unwrap();
+    let pki = workload::pki(
+        &template,
+        &BTreeMap::new(),
+        None,
+        &Default::default(),
+        1_800_000_000,
+    )
+    .unwrap();
+    let view = workload::StorageView {
+        driver: tenantplane::k8s::crd::Driver::Etcd,
+        schema: "x".into(),
+        endpoints: vec![etcd.endpoint()],
+        overrides: vec![],
+        config_checksum: String::new(),
+        certificate: None,
+    };
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(16, |i| {
+            let client = client.clone();
+            let bare_ns = bare_ns.clone();
+            let pki = &pki;
+            let view = &view;
+            let template = &template;
+            async move {
+                let name = format!("cp-{i}");
+                let secrets: Api<Secret> = Api::namespaced(client.clone(), &bare_ns);
+                let mut all: Vec<Secret> = pki.secrets.clone();
+                all.push(pki.secrets[0].clone());
+                all.push(pki.secrets[1].clone());
+                for (j, mut s) in all.into_iter().enumerate() {
+                    s.metadata = kube::api::ObjectMeta {
+                        name: Some(format!("{name}-{j}")),
+                        ..Default::default()
+                    };
+                    secrets.create(&PostParams::default(), &s).await.unwrap();
+                }
+                let mut svc = workload::service(template).unwrap();
+                svc.metadata.name = Some(name.clone());
+                svc.metadata.owner_references = None;
+                Api::<Service>::namespaced(client.clone(), &bare_ns)
+                    .create(&PostParams::default(), &svc)
+                    .await
+                    .unwrap();
+                let mut d = workload::deployment(template, view, pki, "v1.34.0", &Default::default())
+                    .unwrap()
+                    .deployment;
+                d.metadata.name = Some(name);
+                d.metadata.owner_references = None;
+                Api::<Deployment>::namespaced(client.clone(), &bare_ns)
+                    .create(&PostParams::default(), &d)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let bare_time = started.elapsed();
+    let rss_end = peak_rss_mib();
+    println!(
+        "BENCH n={n} create_tcps={created:?} controller_all_status={controller_time:?} reconciles={reconciles} \
+         peak_rss_before={rss_before:.1}MiB peak_rss_after_controller={rss_controller:.1}MiB \
+         bare_client={bare_time:?} peak_rss_end={rss_end:.1}MiB"
+    );
+    for line in errors.lines().filter(|l| {
+        l.contains("reconcile_errors_total{")
+            || l.contains("tcp_phase_duration_seconds_sum")
+            || l.contains("tcp_phase_duration_seconds_count")
+    }) {
+        println!("BENCH {line}");
+    }
+}
