@@ -1440,6 +1440,9 @@ async fn bench_tcps() {
         if done == n {
             break;
         }
+        if started.elapsed().as_secs().is_multiple_of(30) {
+            println!("BENCH progress {done}/{n} after {:?}", started.elapsed());
+        }
         assert!(
             started.elapsed() < Duration::from_secs(3600),
             "{done}/{n} after an hour"
