@@ -267,6 +267,9 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     let identity = args.identity();
     let mut settings = ControllerSettings::new(identity.clone());
     settings.concurrency = args.concurrency.max(1);
+    settings.reconcile_timeout = std::time::Duration::from_secs(args.reconcile_timeout_secs.max(1));
+    settings.workload.rotation_threshold_secs = i64::from(args.certificate_rotation_days) * 24 * 3600;
+    settings.workload.kine_image = args.kine_image.clone();
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());

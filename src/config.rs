@@ -145,8 +145,17 @@ pub struct WorkerArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {
     /// Reconciles of each controller (DataStore, TenantControlPlane) that may run at once.
-    #[arg(long, env = "TENANTPLANE_CONTROLLER_CONCURRENCY", default_value_t = 4)]
+    #[arg(long, env = "TENANTPLANE_CONTROLLER_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
+    /// Seconds one reconcile may take before it is abandoned (and retried with backoff).
+    #[arg(long, env = "TENANTPLANE_RECONCILE_TIMEOUT", default_value_t = 30)]
+    pub reconcile_timeout_secs: u64,
+    /// Certificates expiring within this many days are regenerated.
+    #[arg(long, env = "TENANTPLANE_CERTIFICATE_ROTATION_DAYS", default_value_t = 30)]
+    pub certificate_rotation_days: u32,
+    /// Image of the kine sidecar (SQL and NATS DataStores).
+    #[arg(long, env = "TENANTPLANE_KINE_IMAGE", default_value = crate::controller::workload::DEFAULT_KINE_IMAGE)]
+    pub kine_image: String,
     /// Run only while holding the leader Lease (turn off only for a single replica).
     #[arg(long, env = "TENANTPLANE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,

@@ -85,3 +85,31 @@ where
         other => other.map(|_| ()),
     }
 }
+
+/// Applies a namespaced object the controller owns (server-side apply under [`FIELD_MANAGER`], forced).
+pub async fn object<K>(client: &kube::Client, obj: &K) -> Result<K, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let namespace = obj
+        .meta()
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let name = obj
+        .meta()
+        .name
+        .as_deref()
+        .ok_or(Error::MissingObjectKey(".metadata.name"))?;
+    Ok(Api::<K>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await?)
+}

@@ -31,11 +31,39 @@ pub struct StorageOutcome {
     pub certificate: Option<Secret>,
     /// The recorded storage status.
     pub storage: StorageStatus,
+    /// The primary's driver.
+    pub driver: Driver,
+    /// The tenant's schema (etcd key prefix, database, bucket).
+    pub schema: String,
+    /// The primary's endpoints.
+    pub endpoints: Vec<String>,
+    /// `(resource, endpoints)` of each override, in spec order.
+    pub overrides: Vec<(String, Vec<String>)>,
 }
 
 /// Reconciles one TenantControlPlane and records the outcome (Event, metrics).
 pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let result = reconcile_inner(&tcp, &ctx).await;
+    ctx.metrics.in_flight(CONTROLLER, 1);
+    let started = std::time::Instant::now();
+    let result = match tokio::time::timeout(ctx.settings.reconcile_timeout, reconcile_inner(&tcp, &ctx)).await
+    {
+        Ok(result) => result,
+        Err(_) => Err(Error::NotReady {
+            reason: "ReconcileTimeout",
+            message: format!(
+                "the reconcile did not finish within {:?}; it is retried",
+                ctx.settings.reconcile_timeout
+            ),
+        }),
+    };
+    ctx.metrics.phase("total", started.elapsed().as_secs_f64());
+    ctx.metrics.in_flight(CONTROLLER, -1);
+    if tcp.metadata.deletion_timestamp.is_some() && result.is_ok() {
+        ctx.metrics.set_status(
+            &format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any()),
+            None,
+        );
+    }
     ctx.observe(CONTROLLER, tcp.as_ref(), &result).await;
     result
 }
@@ -59,8 +87,20 @@ async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Acti
     }
     apply::add_finalizer(&api, tcp, TCP_FINALIZER).await?;
 
-    let _storage: StorageOutcome = datastore_phase(tcp, ctx).await?;
-    // Seam: the certificate, kubeconfig and Deployment phases run here, from `_storage`.
+    let started = std::time::Instant::now();
+    let storage = datastore_phase(tcp, ctx).await;
+    ctx.metrics.phase("datastore", started.elapsed().as_secs_f64());
+    let storage: StorageOutcome = match storage {
+        Ok(storage) => storage,
+        Err(err) => {
+            ctx.metrics.phase_failed("datastore", err.reason());
+            if let Err(write) = super::tcp_workload::record_failure(ctx, tcp, &err).await {
+                tracing::warn!(object = %tcp.name_any(), "recording Ready=False failed: {write}");
+            }
+            return Err(err);
+        }
+    };
+    super::tcp_workload::workload_phase(tcp, ctx, &storage).await?;
     Ok(Action::requeue(ctx.settings.resync))
 }
 
@@ -314,6 +354,13 @@ async fn provision(
         config,
         certificate,
         storage: storage.clone(),
+        driver: primary.driver,
+        schema: space.schema().to_string(),
+        endpoints: primary.endpoints.clone(),
+        overrides: overrides
+            .iter()
+            .filter_map(|(o, ds)| Some((o.resource.clone(), ds.as_ref()?.endpoints.clone())))
+            .collect(),
     })
 }
 

@@ -17,11 +17,16 @@ pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod status;
+pub mod tcp_workload;
+pub mod workload;
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use futures_util::StreamExt as _;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Secret, Service},
+};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
@@ -140,13 +145,20 @@ pub struct ControllerSettings {
     pub resync: Duration,
     /// DataStore written into TenantControlPlanes that name none (Kamaji's `--datastore`).
     pub default_datastore: Option<String>,
+    /// How long one reconcile may take.
+    pub reconcile_timeout: Duration,
+    /// Certificates, kine image.
+    pub workload: workload::WorkloadSettings,
 }
 
 impl ControllerSettings {
-    /// Defaults: concurrency 4, every namespace and DataStore, resync every 5 minutes.
+    /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
+    /// reconcile.
     pub fn new(identity: impl Into<String>) -> Self {
         Self {
-            concurrency: 4,
+            concurrency: 16,
+            reconcile_timeout: Duration::from_secs(30),
+            workload: workload::WorkloadSettings::default(),
             namespace: None,
             datastore_selector: None,
             identity: identity.into(),
@@ -289,6 +301,27 @@ fn watcher_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
+/// What of a DataStore its TenantControlPlanes depend on: generation, readiness and conditions (not
+/// `usedBy`).
+pub fn datastore_fingerprint(ds: &DataStore) -> String {
+    let status = ds.status.as_ref();
+    let conditions: Vec<String> = status
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| format!("{}={}/{}/{}", c.type_, c.status, c.reason, c.message))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "{:?}|{:?}|{}|{}",
+        ds.metadata.generation,
+        ds.metadata.deletion_timestamp,
+        status.is_some_and(|s| s.ready),
+        conditions.join(";")
+    )
+}
+
 /// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
@@ -340,16 +373,38 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
         None => Api::<Secret>::all(client.clone()),
     };
+    let managed = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
+    let seen = Arc::new(std::sync::Mutex::new(HashMap::<String, String>::new()));
+    let (owned_deployments, owned_services) = match &ctx.settings.namespace {
+        Some(ns) => (
+            Api::<Deployment>::namespaced(client.clone(), ns),
+            Api::<Service>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::<Deployment>::all(client.clone()),
+            Api::<Service>::all(client.clone()),
+        ),
+    };
     let control_planes = control_planes
-        .owns(
-            owned_secrets,
-            watcher::Config::default().labels(&format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
-        )
+        .owns(owned_secrets, watcher::Config::default().labels(&managed))
+        .owns(owned_deployments, watcher::Config::default().labels(&managed))
+        .owns(owned_services, watcher::Config::default().labels(&managed))
         .watches(
             Api::<DataStore>::all(client.clone()),
             watcher_config(selector.as_deref()),
             move |ds| {
                 let name = ds.name_any();
+                // Only a change TenantControlPlanes care about (spec, readiness, conditions) fans out to
+                // them: `status.usedBy` grows with every new tenant, and re-triggering every tenant of a
+                // shared DataStore on each of those updates is quadratic.
+                let key = datastore_fingerprint(&ds);
+                {
+                    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                    if seen.get(&name) == Some(&key) {
+                        return Vec::new();
+                    }
+                    seen.insert(name.clone(), key);
+                }
                 tcp_store
                     .state()
                     .iter()

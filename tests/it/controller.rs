@@ -973,3 +973,421 @@ async fn a_tenant_without_a_datastore_gets_the_default_one() {
         Some(default.as_str())
     );
 }
+
+// ------------------------------------------------------------------------------------- workload phase
+
+mod workload {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Service};
+
+    use super::*;
+
+    impl Env {
+        fn deployments(&self) -> Api<Deployment> {
+            Api::namespaced(self.client.clone(), &self.ns)
+        }
+
+        /// Waits until the Deployment `name` satisfies `check`.
+        async fn deployment_where(
+            &self,
+            name: &str,
+            what: &str,
+            check: impl Fn(&Deployment) -> bool,
+        ) -> Deployment {
+            let api = self.deployments();
+            let check = &check;
+            eventually(&format!("Deployment {name}: {what}"), WAIT, || {
+                let api = api.clone();
+                async move { api.get_opt(name).await.ok()?.filter(|d| check(d)) }
+            })
+            .await
+        }
+
+        /// Waits until the TenantControlPlane's version status is `state`.
+        async fn version_status(&self, name: &str, state: &str) -> TenantControlPlane {
+            let api = self.tcps();
+            eventually(&format!("TenantControlPlane {name} {state}"), WAIT, || {
+                let api = api.clone();
+                async move {
+                    let tcp = api.get_opt(name).await.ok()??;
+                    let status = tcp
+                        .status
+                        .as_ref()?
+                        .kubernetes_resources
+                        .as_ref()?
+                        .version
+                        .as_ref()?
+                        .status?;
+                    (format!("{status:?}") == state).then_some(tcp)
+                }
+            })
+            .await
+        }
+
+        /// Plays the Deployment controller: every replica updated, ready and available.
+        async fn mark_available(&self, name: &str) {
+            let d = self.deployments().get(name).await.unwrap();
+            let replicas = d.spec.as_ref().unwrap().replicas.unwrap();
+            self.deployments()
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {
+                        "observedGeneration": d.metadata.generation,
+                        "replicas": replicas, "readyReplicas": replicas,
+                        "availableReplicas": replicas, "updatedReplicas": replicas,
+                    }})),
+                )
+                .await
+                .unwrap();
+        }
+
+        async fn patch_tcp(&self, name: &str, patch: Value) {
+            self.tcps()
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
+    }
+
+    fn container<'a>(d: &'a Deployment, name: &str) -> &'a k8s_openapi::api::core::v1::Container {
+        d.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+    }
+
+    fn args(d: &Deployment) -> Vec<String> {
+        container(d, "kube-apiserver").args.clone().unwrap()
+    }
+
+    fn image(d: &Deployment) -> String {
+        container(d, "kube-apiserver").image.clone().unwrap()
+    }
+
+    fn pod_annotation(d: &Deployment, key: &str) -> String {
+        d.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()[key]
+            .clone()
+    }
+
+    fn condition(tcp: &TenantControlPlane, type_: &str) -> Condition {
+        tcp.status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .cloned()
+            .unwrap_or_else(|| panic!("no condition {type_}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd_tcp_gets_secrets_deployment_service_then_sleeps_becomes_ready_refuses_a_downgrade_and_rolls_a_new_version()
+     {
+        let env = env("wl-etcd").await;
+        let ca = TinyCa::new("wl-etcd-ca").unwrap();
+        let etcd = tls_etcd("wl-etcd", &ca).await;
+        let ds = env.etcd_datastore(&etcd).await;
+        env.ds_condition(&ds, "Ready", "True").await;
+        let uid = env.tcp("cp", &ds, json!(null)).await.uid().unwrap();
+
+        let d = env.deployment_where("cp", "exists", |_| true).await;
+        assert_eq!(d.owner_references()[0].uid, uid);
+        assert_eq!(d.owner_references()[0].controller, Some(true));
+        let a = args(&d);
+        assert!(
+            a.contains(&format!("--etcd-servers=https://{}", etcd.endpoint())),
+            "{a:?}"
+        );
+        assert!(a.contains(&format!("--etcd-prefix=/{uid}")), "{a:?}");
+        assert!(a.contains(&"--etcd-compaction-interval=0".to_string()));
+        assert!(a.contains(&"--etcd-cafile=/etc/kubernetes/pki/etcd/ca.crt".to_string()));
+        assert!(a.contains(&"--secure-port=6443".to_string()));
+        assert!(a.contains(&"--authorization-mode=Node,RBAC".to_string()));
+        assert!(!a.iter().any(|f| f.starts_with("--etcd-servers-overrides")));
+        assert_eq!(image(&d), "registry.k8s.io/kube-apiserver:v1.34.0");
+        assert_eq!(d.spec.as_ref().unwrap().replicas, Some(2));
+        let names: Vec<_> = d
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(
+            names,
+            ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        );
+
+        for name in [
+            "cp-ca",
+            "cp-api-server-certificate",
+            "cp-api-server-kubelet-client-certificate",
+            "cp-front-proxy-ca-certificate",
+            "cp-front-proxy-client-certificate",
+            "cp-sa-certificate",
+            "cp-admin-kubeconfig",
+            "cp-controller-manager-kubeconfig",
+            "cp-scheduler-kubeconfig",
+        ] {
+            let s = env.secrets().get(name).await.unwrap();
+            assert_eq!(s.owner_references()[0].uid, uid, "{name}");
+        }
+        let admin = env.secret_data("cp-admin-kubeconfig").await;
+        assert!(admin["admin.conf"].contains(&format!("server: https://cp.{}.svc:6443", env.ns)));
+
+        let svc: Service = Api::namespaced(env.client.clone(), &env.ns)
+            .get("cp")
+            .await
+            .unwrap();
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(spec.ports.unwrap()[0].port, 6443);
+        let cluster_ip = spec.cluster_ip.unwrap();
+
+        let tcp = env.version_status("cp", "Provisioning").await;
+        let status = tcp.status.clone().unwrap();
+        assert_eq!(status.control_plane_endpoint, Some(format!("{cluster_ip}:6443")));
+        assert_eq!(
+            status.kubeconfig.unwrap().admin.unwrap().secret_name.as_deref(),
+            Some("cp-admin-kubeconfig")
+        );
+        let deployment = status.kubernetes_resources.unwrap().deployment.unwrap();
+        assert_eq!(deployment.selector.as_deref(), Some("kamaji.clastix.io/name=cp"));
+        assert_eq!(condition(&tcp, "CertificatesReady").status, "True");
+        assert_eq!(condition(&tcp, "KubeconfigsReady").status, "True");
+        assert_eq!(condition(&tcp, "Ready").status, "False");
+        // The apiserver certificate names the Service's cluster IP once it is known.
+        let crt = env.secret_data("cp-api-server-certificate").await["apiserver.crt"].clone();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(crt.as_bytes()).unwrap();
+        let x509 = pem.parse_x509().unwrap();
+        let sans = format!("{:?}", x509.subject_alternative_name().unwrap().unwrap().value);
+        let ip: std::net::Ipv4Addr = cluster_ip.parse().unwrap();
+        assert!(sans.contains(&format!("IPAddress({:?})", ip.octets())), "{sans}");
+
+        // replicas 0: Sleeping.
+        env.patch_tcp(
+            "cp",
+            json!({"spec": {"controlPlane": {"deployment": {"replicas": 0}}}}),
+        )
+        .await;
+        let tcp = env.version_status("cp", "Sleeping").await;
+        assert_eq!(condition(&tcp, "Ready").reason, "Sleeping");
+        env.deployment_where("cp", "replicas 0", |d| {
+            d.spec.as_ref().unwrap().replicas == Some(0)
+        })
+        .await;
+
+        // Back to 1 and rolled out (no kubelet here: the test plays the Deployment controller): Ready.
+        env.patch_tcp(
+            "cp",
+            json!({"spec": {"controlPlane": {"deployment": {"replicas": 1}}}}),
+        )
+        .await;
+        env.deployment_where("cp", "replicas 1", |d| {
+            d.spec.as_ref().unwrap().replicas == Some(1)
+        })
+        .await;
+        env.mark_available("cp").await;
+        let tcp = env.version_status("cp", "Ready").await;
+        let status = tcp.status.clone().unwrap();
+        assert_eq!(
+            status.storage.unwrap().data_store_name.as_deref(),
+            Some(ds.as_str())
+        );
+        assert_eq!(
+            status
+                .kubernetes_resources
+                .unwrap()
+                .version
+                .unwrap()
+                .version
+                .as_deref(),
+            Some("v1.34.0")
+        );
+        let ready = condition(&tcp, "Ready");
+        assert_eq!(ready.status, "True");
+        // No pod runs here: the cluster IP does not answer, and the message says so.
+        assert!(
+            ready.message.contains("unreachable from the controller"),
+            "{}",
+            ready.message
+        );
+        assert_eq!(condition(&tcp, "DeploymentAvailable").status, "True");
+        assert_eq!(status.observed_generation, tcp.metadata.generation);
+
+        // A downgrade is refused; v1.34.0 keeps running.
+        let before = env.deployments().get("cp").await.unwrap();
+        env.patch_tcp("cp", json!({"spec": {"kubernetes": {"version": "v1.33.2"}}}))
+            .await;
+        let (tcp, refused) = env
+            .tcp_condition("cp", "KubernetesVersionAccepted", "False")
+            .await;
+        assert_eq!(refused.reason, "VersionDowngradeRefused");
+        assert!(refused.message.contains("v1.34.0"), "{}", refused.message);
+        let after = env.deployments().get("cp").await.unwrap();
+        assert_eq!(image(&after), "registry.k8s.io/kube-apiserver:v1.34.0");
+        assert_eq!(after.metadata.generation, before.metadata.generation);
+        assert_eq!(
+            tcp.status
+                .unwrap()
+                .kubernetes_resources
+                .unwrap()
+                .version
+                .unwrap()
+                .version
+                .as_deref(),
+            Some("v1.34.0")
+        );
+        wait_for_event(&env.client, &env.ns, "cp", "VersionDowngradeRefused").await;
+
+        // One minor up rolls the pod template: Upgrading until the rollout completes.
+        env.patch_tcp("cp", json!({"spec": {"kubernetes": {"version": "v1.35.1"}}}))
+            .await;
+        let rolled = env
+            .deployment_where("cp", "v1.35.1", |d| image(d).ends_with(":v1.35.1"))
+            .await;
+        assert!(rolled.metadata.generation > before.metadata.generation);
+        assert_eq!(
+            container(&rolled, "kube-scheduler").image.as_deref(),
+            Some("registry.k8s.io/kube-scheduler:v1.35.1")
+        );
+        env.version_status("cp", "Upgrading").await;
+        env.tcp_condition("cp", "KubernetesVersionAccepted", "True").await;
+        env.mark_available("cp").await;
+        let tcp = env.version_status("cp", "Ready").await;
+        assert_eq!(
+            tcp.status
+                .unwrap()
+                .kubernetes_resources
+                .unwrap()
+                .version
+                .unwrap()
+                .version
+                .as_deref(),
+            Some("v1.35.1")
+        );
+        assert!(env.metrics.with_status("Ready") >= 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn removing_the_overrides_removes_the_flag_from_the_deployment() {
+        let env = env("wl-ovr").await;
+        let ca = TinyCa::new("wl-shared-ca").unwrap();
+        let (primary_etcd, events_etcd) = tokio::join!(tls_etcd("wl-ovr-a", &ca), tls_etcd("wl-ovr-b", &ca));
+        let primary = env.etcd_datastore(&primary_etcd).await;
+        let events = env.etcd_datastore(&events_etcd).await;
+        env.ds_condition(&primary, "Ready", "True").await;
+        env.ds_condition(&events, "Ready", "True").await;
+        env.tcp(
+            "cp",
+            &primary,
+            json!([{"resource": "/events", "dataStore": events}]),
+        )
+        .await;
+        let flag = format!(
+            "--etcd-servers-overrides=/events#https://{}",
+            events_etcd.endpoint()
+        );
+        let d = env
+            .deployment_where("cp", "has the overrides flag", |d| args(d).contains(&flag))
+            .await;
+        assert!(args(&d).contains(&format!("--etcd-servers=https://{}", primary_etcd.endpoint())));
+
+        env.patch_tcp("cp", json!({"spec": {"dataStoreOverrides": null}}))
+            .await;
+        let d = env
+            .deployment_where("cp", "no overrides flag", |d| {
+                !args(d).iter().any(|a| a.starts_with("--etcd-servers-overrides"))
+            })
+            .await;
+        assert!(args(&d).contains(&format!("--etcd-servers=https://{}", primary_etcd.endpoint())));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_tcp_runs_kine_and_a_corrupted_config_secret_is_regenerated_and_rolls_the_pods() {
+        let env = env("wl-pg").await;
+        let (endpoint, user, password) = pg_root();
+        env.secret("pg-root", &[("username", &user), ("password", &password)])
+            .await;
+        let ds = support::unique("ds-pg");
+        env.datastore(
+            &ds,
+            json!({
+                "driver": "PostgreSQL",
+                "endpoints": [endpoint],
+                "basicAuth": {"username": env.sref("pg-root", "username"), "password": env.sref("pg-root", "password")},
+            }),
+        )
+        .await;
+        env.ds_condition(&ds, "Ready", "True").await;
+        env.tcp("cp", &ds, json!(null)).await;
+        let d = env.deployment_where("cp", "exists", |_| true).await;
+        assert!(args(&d).contains(&"--etcd-servers=unix:///uds/kine".to_string()));
+        assert!(!args(&d).iter().any(|a| a.starts_with("--etcd-prefix")));
+        let kine = container(&d, "kine");
+        assert_eq!(
+            kine.args.as_ref().unwrap().last().map(String::as_str),
+            Some("--endpoint=postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)")
+        );
+        let checksum = pod_annotation(&d, "tenantplane.io/checksum");
+        let config = pod_annotation(&d, "storage.kamaji.clastix.io/config");
+
+        // Settle first, then corrupt. A reconcile that read the Secret just before the corruption may
+        // restore the old password; corrupt again until a reconcile sees the tampered Secret.
+        env.version_status("cp", "Provisioning").await;
+        let original = env.secret_data("cp-datastore-config").await["DB_PASSWORD"].clone();
+        for _ in 0..3 {
+            env.secrets()
+                .patch(
+                    "cp-datastore-config",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"stringData": {"DB_PASSWORD": "corrupted"}})),
+                )
+                .await
+                .unwrap();
+            let api = env.secrets();
+            let password = eventually("cp-datastore-config rewritten", WAIT, || {
+                let api = api.clone();
+                async move {
+                    let s = api.get("cp-datastore-config").await.ok()?;
+                    let p = String::from_utf8(s.data.as_ref()?.get("DB_PASSWORD")?.0.clone()).ok()?;
+                    (p != "corrupted").then_some(p)
+                }
+            })
+            .await;
+            if password != original {
+                break;
+            }
+        }
+        let d = env
+            .deployment_where("cp", "rolled by the new config", |d| {
+                pod_annotation(d, "storage.kamaji.clastix.io/config") != config
+            })
+            .await;
+        assert_ne!(pod_annotation(&d, "tenantplane.io/checksum"), checksum);
+        let data = env.secret_data("cp-datastore-config").await;
+        assert_ne!(data["DB_PASSWORD"], "corrupted");
+        assert_eq!(data["DB_PASSWORD"].len(), 32);
+    }
+}

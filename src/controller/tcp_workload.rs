@@ -1,0 +1,532 @@
+//! The TenantControlPlane **workload phase**, after the datastore phase: the Service, the PKI and
+//! kubeconfig Secrets, the Deployment (built by [`workload`](super::workload)), then the status fields
+//! this phase owns under [`WORKLOAD_MANAGER`]: `observedGeneration`, `controlPlaneEndpoint`,
+//! `kubeconfig`, `certificates`, `kubernetesResources` and the conditions `CertificatesReady`,
+//! `KubeconfigsReady`, `DeploymentAvailable`, `KubernetesVersionAccepted`, `ExtraArgsApplied`, `Ready`.
+
+use std::{collections::BTreeMap, time::Instant};
+
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::Secret},
+    apimachinery::pkg::apis::meta::v1::Condition,
+    jiff::Timestamp,
+};
+use kube::{
+    Api, ResourceExt as _,
+    api::{Patch, PatchParams},
+};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{
+    Context, Error, apply,
+    build::{self, Conditions, untampered},
+    control_planes::StorageOutcome,
+    fetch,
+    workload::{self, StorageView},
+};
+use crate::k8s::crd::{
+    CertificatesStatus, DeploymentStatusSummary, KubeconfigsStatus, KubernetesResourcesStatus,
+    KubernetesVersionState, KubernetesVersionStatus, SecretStatus, TenantControlPlane,
+};
+
+/// Field manager of the status fields this phase owns.
+pub const WORKLOAD_MANAGER: &str = "tenantplane-workload";
+
+/// Condition types this phase owns.
+pub mod conditions {
+    /// Every certificate Secret is present and valid.
+    pub const CERTIFICATES_READY: &str = "CertificatesReady";
+    /// Every kubeconfig Secret is present and valid.
+    pub const KUBECONFIGS_READY: &str = "KubeconfigsReady";
+    /// The Deployment has rolled out completely.
+    pub const DEPLOYMENT_AVAILABLE: &str = "DeploymentAvailable";
+    /// `spec.kubernetes.version` is running (False: refused, the installed version keeps running).
+    pub const VERSION_ACCEPTED: &str = "KubernetesVersionAccepted";
+    /// Every user `extraArgs.apiServer` flag made it to the container.
+    pub const EXTRA_ARGS_APPLIED: &str = "ExtraArgsApplied";
+    /// The control plane serves.
+    pub const READY: &str = "Ready";
+    /// All of the above.
+    pub const OWNED: [&str; 6] = [
+        CERTIFICATES_READY,
+        KUBECONFIGS_READY,
+        DEPLOYMENT_AVAILABLE,
+        VERSION_ACCEPTED,
+        EXTRA_ARGS_APPLIED,
+        READY,
+    ];
+}
+use conditions::*;
+
+/// The status fields this phase owns.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Owned {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    control_plane_endpoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubeconfig: Option<KubeconfigsStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    certificates: Option<CertificatesStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kubernetes_resources: Option<KubernetesResourcesStatus>,
+    conditions: Vec<Condition>,
+}
+
+fn mine(conditions: &[Condition]) -> Vec<Condition> {
+    let mut out: Vec<Condition> = conditions
+        .iter()
+        .filter(|c| OWNED.contains(&c.type_.as_str()))
+        .cloned()
+        .collect();
+    out.sort_by(|a, b| a.type_.cmp(&b.type_));
+    out
+}
+
+fn current(tcp: &TenantControlPlane) -> Owned {
+    let status = tcp.status.clone().unwrap_or_default();
+    Owned {
+        observed_generation: status.observed_generation,
+        control_plane_endpoint: status.control_plane_endpoint,
+        kubeconfig: status.kubeconfig,
+        certificates: status.certificates,
+        kubernetes_resources: status.kubernetes_resources,
+        conditions: mine(&status.conditions),
+    }
+}
+
+async fn write(ctx: &Context, tcp: &TenantControlPlane, mut owned: Owned) -> Result<(), Error> {
+    owned.conditions = mine(&owned.conditions);
+    if owned == current(tcp) {
+        return Ok(());
+    }
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let patch = json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "TenantControlPlane",
+        "status": owned,
+    });
+    Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
+        .patch_status(
+            &tcp.name_any(),
+            &PatchParams::apply(WORKLOAD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+fn key(tcp: &TenantControlPlane) -> String {
+    format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any())
+}
+
+/// After a failed datastore phase: `Ready=False` with the reason, every other owned field as it was.
+pub async fn record_failure(ctx: &Context, tcp: &TenantControlPlane, err: &Error) -> Result<(), Error> {
+    let mut owned = current(tcp);
+    let previous = owned.conditions.clone();
+    let mut conditions = Conditions::new(&previous, tcp.metadata.generation, Timestamp::now());
+    for c in &previous {
+        if c.type_ != READY {
+            conditions.set(
+                &c.type_,
+                match c.status.as_str() {
+                    "True" => Some(true),
+                    "False" => Some(false),
+                    _ => None,
+                },
+                &c.reason,
+                c.message.clone(),
+            );
+        }
+    }
+    conditions.set(
+        READY,
+        Some(false),
+        err.reason(),
+        format!("the datastore phase failed: {err}"),
+    );
+    owned.conditions = conditions.into_vec();
+    write(ctx, tcp, owned).await
+}
+
+fn secret_status(secret: &Secret, previous: Option<&SecretStatus>, now: Timestamp) -> SecretStatus {
+    build::secret_status(secret, previous, now)
+}
+
+/// Runs the phase and records its status, also on failure.
+pub async fn workload_phase(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &StorageOutcome,
+) -> Result<(), Error> {
+    let now = Timestamp::now();
+    let previous = tcp
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut conditions = Conditions::new(&previous, tcp.metadata.generation, now);
+    let mut owned = current(tcp);
+    let mut phase = "service";
+    let result = run(tcp, ctx, storage, &mut conditions, &mut owned, &mut phase, now).await;
+    if let Err(err) = &result {
+        ctx.metrics.phase_failed(phase, err.reason());
+        let type_ = match phase {
+            "certificates" => Some(CERTIFICATES_READY),
+            "deployment" => Some(DEPLOYMENT_AVAILABLE),
+            _ => None,
+        };
+        if let Some(type_) = type_ {
+            conditions.set(type_, Some(false), err.reason(), err.to_string());
+        }
+        conditions.set(
+            READY,
+            Some(false),
+            err.reason(),
+            format!("the {phase} phase failed: {err}"),
+        );
+    }
+    // Keep the conditions this run did not reach.
+    let set: Vec<Condition> = conditions.into_vec();
+    let mut merged: BTreeMap<String, Condition> = mine(&previous)
+        .into_iter()
+        .map(|c| (c.type_.clone(), c))
+        .collect();
+    for c in set {
+        merged.insert(c.type_.clone(), c);
+    }
+    owned.conditions = merged.into_values().collect();
+    if result.is_ok() {
+        owned.observed_generation = tcp.metadata.generation;
+    }
+    let started = Instant::now();
+    let written = write(ctx, tcp, owned.clone()).await;
+    ctx.metrics.phase("status", started.elapsed().as_secs_f64());
+    if let Some(state) = owned
+        .kubernetes_resources
+        .as_ref()
+        .and_then(|k| k.version.as_ref())
+        .and_then(|v| v.status)
+    {
+        ctx.metrics.set_status(&key(tcp), Some(&format!("{state:?}")));
+    }
+    result.and(written)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &StorageOutcome,
+    conditions: &mut Conditions<'_>,
+    owned: &mut Owned,
+    phase: &mut &'static str,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let settings = &ctx.settings.workload;
+
+    // Service first: its cluster IP goes into the apiserver certificate.
+    *phase = "service";
+    let started = Instant::now();
+    let service = apply::object(&ctx.client, &workload::service(tcp)?).await?;
+    ctx.metrics.phase("service", started.elapsed().as_secs_f64());
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .filter(|ip| ip != "None" && !ip.is_empty());
+    owned.control_plane_endpoint = workload::control_plane_endpoint(tcp, Some(&service));
+
+    // Certificates and kubeconfigs.
+    *phase = "certificates";
+    let started = Instant::now();
+    let mut existing = BTreeMap::new();
+    for name in workload::pki_secret_names(tcp) {
+        if let Some(secret) = fetch::secret(ctx, &namespace, &name).await? {
+            existing.insert(name, secret);
+        }
+    }
+    let pki = workload::pki(tcp, &existing, cluster_ip.as_deref(), settings, now.as_second())?;
+    for secret in &pki.secrets {
+        let name = secret.name_any();
+        let unchanged = !pki.generated.contains(&name)
+            && existing.get(&name).is_some_and(|e| {
+                untampered(e)
+                    && e.annotations() == secret.annotations()
+                    && e.labels() == secret.labels()
+                    && e.owner_references() == secret.owner_references()
+            });
+        if !unchanged {
+            apply::secret(&ctx.client, secret).await?;
+        }
+    }
+    ctx.metrics.phase("certificates", started.elapsed().as_secs_f64());
+    let generated = |names: &[String]| {
+        let g: Vec<&String> = pki.generated.iter().filter(|n| names.contains(n)).collect();
+        if g.is_empty() {
+            "reused".to_string()
+        } else {
+            format!(
+                "generated {}",
+                g.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        }
+    };
+    let cert_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().take(6).collect();
+    let kubeconfig_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().skip(6).collect();
+    conditions.set(
+        CERTIFICATES_READY,
+        Some(true),
+        "CertificatesReady",
+        format!("6 certificate Secrets are valid ({})", generated(&cert_names)),
+    );
+    conditions.set(
+        KUBECONFIGS_READY,
+        Some(true),
+        "KubeconfigsReady",
+        format!(
+            "admin, controller-manager and scheduler kubeconfigs are valid ({})",
+            generated(&kubeconfig_names)
+        ),
+    );
+    let previous_kc = owned.kubeconfig.clone().unwrap_or_default();
+    let status_of = |name: String, previous: Option<&SecretStatus>| {
+        pki.get(&name).map(|s| secret_status(s, previous, now))
+    };
+    owned.kubeconfig = Some(KubeconfigsStatus {
+        admin: status_of(workload::admin_kubeconfig_name(tcp), previous_kc.admin.as_ref()),
+        controller_manager: status_of(
+            workload::controller_manager_kubeconfig_name(tcp),
+            previous_kc.controller_manager.as_ref(),
+        ),
+        scheduler: status_of(
+            workload::scheduler_kubeconfig_name(tcp),
+            previous_kc.scheduler.as_ref(),
+        ),
+    });
+    let previous_certs = owned.certificates.clone().unwrap_or_default();
+    owned.certificates = Some(CertificatesStatus {
+        ca: status_of(workload::ca_secret_name(tcp), previous_certs.ca.as_ref()),
+        api_server: status_of(
+            workload::apiserver_secret_name(tcp),
+            previous_certs.api_server.as_ref(),
+        ),
+        api_server_kubelet_client: status_of(
+            workload::kubelet_client_secret_name(tcp),
+            previous_certs.api_server_kubelet_client.as_ref(),
+        ),
+        front_proxy_ca: status_of(
+            workload::front_proxy_ca_secret_name(tcp),
+            previous_certs.front_proxy_ca.as_ref(),
+        ),
+        front_proxy_client: status_of(
+            workload::front_proxy_client_secret_name(tcp),
+            previous_certs.front_proxy_client.as_ref(),
+        ),
+        sa: status_of(workload::sa_secret_name(tcp), previous_certs.sa.as_ref()),
+    });
+
+    // Deployment.
+    *phase = "deployment";
+    let started = Instant::now();
+    let previous_resources = owned.kubernetes_resources.clone().unwrap_or_default();
+    let installed = previous_resources
+        .version
+        .as_ref()
+        .and_then(|v| v.version.clone());
+    let (running, refused) = workload::version_to_run(&tcp.spec.kubernetes.version, installed.as_deref());
+    match &refused {
+        Some((reason, message)) => {
+            conditions.set(VERSION_ACCEPTED, Some(false), reason, message.clone());
+            ctx.warn(tcp, reason, message).await;
+        }
+        None => conditions.set(
+            VERSION_ACCEPTED,
+            Some(true),
+            "VersionAccepted",
+            format!("{running} is the desired version"),
+        ),
+    }
+    let view = StorageView {
+        driver: storage.driver,
+        schema: storage.schema.clone(),
+        endpoints: storage.endpoints.clone(),
+        overrides: storage.overrides.clone(),
+        config_checksum: storage
+            .config
+            .annotations()
+            .get(build::CHECKSUM_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        certificate: storage.certificate.as_ref().map(|c| {
+            (
+                c.annotations()
+                    .get(build::CHECKSUM_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default(),
+                c.data.as_ref().is_some_and(|d| d.contains_key("server.key")),
+            )
+        }),
+    };
+    let built = workload::deployment(tcp, &view, &pki, &running, settings)?;
+    if built.apiserver_args.dropped.is_empty() {
+        conditions.set(
+            EXTRA_ARGS_APPLIED,
+            Some(true),
+            "ExtraArgsApplied",
+            "every extraArgs.apiServer flag is applied",
+        );
+    } else {
+        conditions.set(
+            EXTRA_ARGS_APPLIED,
+            Some(false),
+            "ManagedFlagsWin",
+            format!(
+                "extraArgs.apiServer flags dropped because Tenantplane manages them: {}",
+                built.apiserver_args.dropped.join(" ")
+            ),
+        );
+    }
+    let applied: Deployment = apply::object(&ctx.client, &built.deployment).await?;
+    ctx.metrics.phase("deployment", started.elapsed().as_secs_f64());
+
+    // Status from the applied Deployment.
+    *phase = "status";
+    let (state, available) = workload::version_state(&applied, &running, installed.as_deref());
+    let version = KubernetesVersionStatus {
+        version: if matches!(
+            state,
+            KubernetesVersionState::Ready | KubernetesVersionState::Sleeping
+        ) {
+            Some(running.clone())
+        } else {
+            installed.clone()
+        },
+        status: Some(state),
+    };
+    let mut summary = workload::deployment_summary(&applied, &now.to_string());
+    if let Some(prev) = &previous_resources.deployment {
+        let same = DeploymentStatusSummary {
+            last_update: prev.last_update.clone(),
+            ..summary.clone()
+        };
+        if &same == prev {
+            summary = same;
+        }
+    }
+    owned.kubernetes_resources = Some(KubernetesResourcesStatus {
+        version: Some(version),
+        deployment: Some(summary),
+    });
+    let replicas = workload::replicas(tcp);
+    if available {
+        conditions.set(
+            DEPLOYMENT_AVAILABLE,
+            Some(true),
+            "RolloutComplete",
+            format!(
+                "Deployment {} has {replicas} updated, ready replicas",
+                applied.name_any()
+            ),
+        );
+        let endpoint = owned.control_plane_endpoint.clone().unwrap_or_default();
+        let ca = pki
+            .get(&workload::ca_secret_name(tcp))
+            .and_then(|s| s.data.as_ref()?.get("ca.crt").cloned())
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default();
+        match readyz(&endpoint, &ca).await {
+            Probe::Ok => conditions.set(
+                READY,
+                Some(true),
+                "Ready",
+                format!("{running} serves at {endpoint}: /readyz answered ok"),
+            ),
+            Probe::Unreachable => conditions.set(
+                READY,
+                Some(true),
+                "Ready",
+                format!(
+                    "{running} is rolled out at {endpoint}; its /readyz is unreachable from the controller, so readiness rests on the pods' /readyz probes"
+                ),
+            ),
+            Probe::NotReady(code) => conditions.set(
+                READY,
+                Some(false),
+                "ApiNotReady",
+                format!("{running} is rolled out at {endpoint} but its /readyz answered HTTP {code}"),
+            ),
+        }
+    } else if replicas == 0 {
+        conditions.set(
+            DEPLOYMENT_AVAILABLE,
+            Some(false),
+            "Sleeping",
+            "spec.controlPlane.deployment.replicas is 0",
+        );
+        conditions.set(
+            READY,
+            Some(false),
+            "Sleeping",
+            "the control plane is scaled to zero",
+        );
+    } else {
+        let s = applied.status.clone().unwrap_or_default();
+        let message = format!(
+            "Deployment {}: {}/{replicas} ready, {}/{replicas} updated, {}/{replicas} available",
+            applied.name_any(),
+            s.ready_replicas.unwrap_or(0),
+            s.updated_replicas.unwrap_or(0),
+            s.available_replicas.unwrap_or(0),
+        );
+        conditions.set(
+            DEPLOYMENT_AVAILABLE,
+            Some(false),
+            "RolloutInProgress",
+            message.clone(),
+        );
+        conditions.set(READY, Some(false), &format!("{state:?}"), message);
+    }
+    Ok(())
+}
+
+enum Probe {
+    Ok,
+    Unreachable,
+    NotReady(u16),
+}
+
+/// `GET https://<endpoint>/readyz` trusting only the tenant CA (anonymous: `/readyz` is public by
+/// default), within 2 s.
+async fn readyz(endpoint: &str, ca_pem: &str) -> Probe {
+    if endpoint.is_empty() {
+        return Probe::Unreachable;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Ok(ca) = reqwest::Certificate::from_pem(ca_pem.as_bytes()) else {
+        return Probe::Unreachable;
+    };
+    let Ok(client) = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(std::time::Duration::from_secs(2))
+        .build()
+    else {
+        return Probe::Unreachable;
+    };
+    match client.get(format!("https://{endpoint}/readyz")).send().await {
+        Ok(r) if r.status().is_success() => Probe::Ok,
+        Ok(r) => Probe::NotReady(r.status().as_u16()),
+        Err(err) => {
+            tracing::debug!(endpoint, "tenant /readyz unreachable: {err}");
+            Probe::Unreachable
+        }
+    }
+}
