@@ -6,7 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    Ctx, Result, ServiceError,
+    Ctx, OnConflict, Result, ServiceError,
     model::{
         Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference, Operation,
         Placement, PlacementOverride, UpdateControlPlane,
@@ -17,7 +17,7 @@ use crate::{
     auth::Principal,
     domain::{FieldError, KubeVersion, Name, Offload, Role, check_labels, check_replicas, check_upgrade},
     store::{
-        self, StoreError,
+        self,
         control_planes::{ControlPlaneRow, ListQuery, NewControlPlane, OperationRow},
         placements::PlacementRow,
     },
@@ -182,16 +182,14 @@ pub async fn create(
         addons: serde_json::to_value(&input.addons).unwrap_or_default(),
         labels: serde_json::to_value(&input.labels).unwrap_or_default(),
     };
-    let row = match store::control_planes::insert(tx, tenant.id, &new).await {
-        Ok(row) => row,
-        Err(StoreError::Conflict(_)) => {
-            return Err(ServiceError::Conflict(format!(
+    let row = store::control_planes::insert(tx, tenant.id, &new)
+        .await
+        .on_conflict(|| {
+            format!(
                 "a control plane named {:?} already exists in this tenant",
                 input.name
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
+            )
+        })?;
     let op = store::control_planes::insert_operation(tx, tenant.id, row.id, "create", request_id).await?;
     store::control_planes::enqueue(
         tx,

@@ -1,7 +1,7 @@
 //! Pools and DataStores (platform admins).
 
 use super::{
-    Ctx, Result, ServiceError,
+    Ctx, OnConflict, Result, ServiceError,
     model::{CreateDataStore, CreatePool, DataStore, DataStoreSecrets, Pool},
     platform_admin,
 };
@@ -9,7 +9,7 @@ use crate::{
     auth::Principal,
     domain::{FieldError, Name, check_labels},
     store::{
-        self, StoreError,
+        self,
         datastores::{DataStoreRow, NewDataStore, PoolRow},
     },
 };
@@ -71,12 +71,7 @@ pub async fn create_pool(
     let labels = serde_json::to_value(&input.labels).unwrap_or_default();
     let row = store::datastores::insert_pool(&ctx.db, &input.name, &input.policy, &labels)
         .await
-        .map_err(|e| match e {
-            StoreError::Conflict(_) => {
-                ServiceError::Conflict(format!("a pool named {:?} already exists", input.name))
-            }
-            e => e.into(),
-        })?;
+        .on_conflict(|| format!("a pool named {:?} already exists", input.name))?;
     store::audit(
         &ctx.db,
         None,
@@ -205,12 +200,7 @@ pub async fn create(
     };
     store::datastores::insert(&ctx.db, &new)
         .await
-        .map_err(|e| match e {
-            StoreError::Conflict(_) => {
-                ServiceError::Conflict(format!("a DataStore named {:?} already exists", input.name))
-            }
-            e => e.into(),
-        })?;
+        .on_conflict(|| format!("a DataStore named {:?} already exists", input.name))?;
     store::audit(
         &ctx.db,
         None,

@@ -77,6 +77,21 @@ impl From<FieldError> for ServiceError {
 /// Result alias.
 pub type Result<T, E = ServiceError> = std::result::Result<T, E>;
 
+/// Maps a unique-constraint violation of a store call to a 409 with a message naming the clash.
+pub(crate) trait OnConflict<T> {
+    /// `Conflict(message())` for a unique violation; any other store error stays internal.
+    fn on_conflict(self, message: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> OnConflict<T> for std::result::Result<T, StoreError> {
+    fn on_conflict(self, message: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| match e {
+            StoreError::Conflict(_) => ServiceError::Conflict(message()),
+            e => e.into(),
+        })
+    }
+}
+
 /// Resolves `slug` for `who`: 404 when missing or not visible, 403 when visible but the role is too low.
 pub async fn tenant_for(
     ctx: &Ctx,

@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{Ctx, Result, ServiceError, platform_admin};
+use super::{Ctx, OnConflict, Result, ServiceError, platform_admin};
 use crate::{
     auth::Principal,
     domain::{FieldError, Name, Offload},
@@ -148,12 +148,11 @@ pub async fn place_new(
     let stored = serde_json::to_value(&decision).unwrap_or_default();
     store::placements::insert(tx, tenant, row.id, primary, &primary_driver, &overrides, &stored)
         .await
-        .map_err(|e| match e {
-            store::StoreError::Conflict(_) => ServiceError::Conflict(format!(
+        .on_conflict(|| {
+            format!(
                 "NATS DataStore {:?} already holds a tenant: one tenant per NATS DataStore",
                 decision.primary
-            )),
-            e => e.into(),
+            )
         })?;
     Ok(decision)
 }

@@ -1,14 +1,14 @@
 //! Tenants: created and listed by platform admins, read by their members.
 
 use super::{
-    Ctx, Result, ServiceError,
+    Ctx, OnConflict, Result, ServiceError,
     model::{CreateTenant, Tenant},
     platform_admin, tenant_for,
 };
 use crate::{
     auth::Principal,
     domain::{FieldError, Name, Role, check_labels},
-    store::{self, StoreError, tenants::TenantRow},
+    store::{self, tenants::TenantRow},
 };
 
 /// Converts a row to the API shape.
@@ -45,16 +45,9 @@ pub async fn create(
         return Err(ServiceError::Invalid(errors));
     }
     let labels = serde_json::to_value(&input.labels).unwrap_or_default();
-    let row = match store::tenants::insert(&mut *tx, &input.slug, input.display_name.trim(), &labels).await {
-        Ok(row) => row,
-        Err(StoreError::Conflict(_)) => {
-            return Err(ServiceError::Conflict(format!(
-                "a tenant with slug {:?} already exists",
-                input.slug
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let row = store::tenants::insert(&mut *tx, &input.slug, input.display_name.trim(), &labels)
+        .await
+        .on_conflict(|| format!("a tenant with slug {:?} already exists", input.slug))?;
     store::audit(
         &mut *tx,
         Some(row.id),
