@@ -198,10 +198,21 @@ fn ctx(
         tokens: TokenSettings {
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
+            external: external_issuers(auth)?,
         },
         versions,
         placement: Default::default(),
     })
+}
+
+/// The external OIDC issuers of `--oidc-issuers-file` (none without it).
+fn external_issuers(auth: &AuthArgs) -> anyhow::Result<crate::auth::external::ExternalIssuers> {
+    let Some(path) = &auth.oidc_issuers_file else {
+        return Ok(Default::default());
+    };
+    let configs = crate::auth::external::load(path, &auth.issuer).map_err(anyhow::Error::msg)?;
+    tracing::info!(issuers = ?configs.iter().map(|c| &c.issuer).collect::<Vec<_>>(), "external OIDC issuers");
+    crate::auth::external::ExternalIssuers::new(configs).map_err(anyhow::Error::msg)
 }
 
 async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {

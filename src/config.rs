@@ -83,6 +83,10 @@ pub struct AuthArgs {
     /// generates one in `--local-dir`.
     #[arg(long, env = "TENANTPLANE_ENCRYPTION_KEY")]
     pub encryption_key: Option<Secret<String>>,
+    /// YAML or JSON file listing external OIDC issuers whose tokens are accepted too (issuer, JWKS
+    /// URL, audience, algorithms, tenant and role claims, role map); see the README.
+    #[arg(long, env = "TENANTPLANE_OIDC_ISSUERS_FILE")]
+    pub oidc_issuers_file: Option<PathBuf>,
 }
 
 /// Settings of `tenantplane serve`.

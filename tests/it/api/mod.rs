@@ -3,6 +3,7 @@
 mod auth_matrix;
 mod control_planes;
 mod errors;
+mod external_issuers;
 mod placement;
 mod tokens;
 
@@ -36,6 +37,14 @@ pub async fn spawn_app() -> App {
 
 /// The same, with a management-cluster client for kubeconfig downloads.
 pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
+    spawn_app_configured(kube, Default::default()).await
+}
+
+/// The same, also accepting tokens of external OIDC issuers.
+pub async fn spawn_app_configured(
+    kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
+) -> App {
     tenantplane::localenv::install_crypto_provider();
     let url = support::fresh_database("api").await;
     let db = sqlx::postgres::PgPoolOptions::new()
@@ -51,6 +60,7 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         tokens: TokenSettings {
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
+            external,
         },
         versions: Default::default(),
         placement: Default::default(),
