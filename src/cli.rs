@@ -199,6 +199,7 @@ fn ctx(
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
             external: external_issuers(auth)?,
+            verifying_keys: Default::default(),
         },
         versions,
         placement: Default::default(),

@@ -104,8 +104,8 @@ impl Principal {
     }
 }
 
-/// Issuer and audience expected in every token.
-#[derive(Debug, Clone)]
+/// Issuer and audience expected in every token, and what verification caches.
+#[derive(Debug, Clone, Default)]
 pub struct TokenSettings {
     /// `iss`.
     pub issuer: String,
@@ -113,6 +113,8 @@ pub struct TokenSettings {
     pub audience: String,
     /// External OIDC issuers whose tokens are accepted too (none by default).
     pub external: external::ExternalIssuers,
+    /// Verifying keys already read.
+    pub verifying_keys: keys::VerifyingKeyCache,
 }
 
 /// Signs claims with an Ed25519 PKCS#8 key under `kid`.

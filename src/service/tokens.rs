@@ -201,7 +201,10 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
         return authenticate_external(ctx, &iss, token).await;
     }
     let kid = auth::token_kid(token)?;
-    let key = keys::verifying(&ctx.db, &kid)
+    let key = ctx
+        .tokens
+        .verifying_keys
+        .get(&ctx.db, &kid)
         .await
         .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::UnknownKey)?;

@@ -61,6 +61,7 @@ pub async fn spawn_app_configured(
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
             external,
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),

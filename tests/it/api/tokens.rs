@@ -235,6 +235,7 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
             external: Default::default(),
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),
