@@ -282,6 +282,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.reconcile_timeout = std::time::Duration::from_secs(args.reconcile_timeout_secs.max(1));
     settings.workload.rotation_threshold_secs = i64::from(args.certificate_rotation_days) * 24 * 3600;
     settings.workload.kine_image = args.kine_image.clone();
+    settings.workload.key_algorithm = args.certificate_key_algorithm;
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());
