@@ -184,6 +184,21 @@ pub struct Context {
     /// When each DataStore (by name and generation) last passed its health check; cleared when a
     /// Secret it references changes.
     healthy: std::sync::Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
+    /// The last successful datastore provisioning of each TenantControlPlane (by `namespace/name`).
+    provisioned: std::sync::Mutex<HashMap<String, Provisioned>>,
+}
+
+/// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provisioned {
+    /// [`build::provision_fingerprint`] of its inputs.
+    pub fingerprint: String,
+    /// `resourceVersion` of the applied `<tcp>-datastore-config` Secret.
+    pub config_version: Option<String>,
+    /// `resourceVersion` of the applied `<tcp>-datastore-certificate` Secret, if any.
+    pub certificate_version: Option<String>,
+    /// When.
+    pub at: std::time::Instant,
 }
 
 impl std::fmt::Debug for Context {
@@ -212,6 +227,51 @@ impl Context {
             failures: std::sync::Mutex::new(HashMap::new()),
             tcp_store: std::sync::OnceLock::new(),
             healthy: std::sync::Mutex::new(HashMap::new()),
+            provisioned: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `key` was provisioned from `fingerprint` less than the resync interval ago and its
+    /// Secrets are still the ones applied then (an edit or a deletion makes this false).
+    pub fn provisioned_recently(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        config_version: Option<&str>,
+        certificate_version: Option<&str>,
+    ) -> bool {
+        self.provisioned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .is_some_and(|p| {
+                p.fingerprint == fingerprint
+                    && p.at.elapsed() < self.settings.resync
+                    && config_version.is_some()
+                    && p.config_version.as_deref() == config_version
+                    && p.certificate_version.as_deref() == certificate_version
+            })
+    }
+
+    /// When `key` was last really provisioned.
+    pub fn provisioned_at(&self, key: &str) -> Option<std::time::Instant> {
+        self.provisioned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|p| p.at)
+    }
+
+    /// Records a successful provisioning of `key` (or forgets it with `None`).
+    pub fn record_provisioned(&self, key: &str, provisioned: Option<Provisioned>) {
+        let mut map = self.provisioned.lock().unwrap_or_else(|e| e.into_inner());
+        match provisioned {
+            Some(p) => {
+                map.insert(key.to_string(), p);
+            }
+            None => {
+                map.remove(key);
+            }
         }
     }
 
