@@ -52,6 +52,12 @@ pub const DATASTORE_PHASE_MANAGER: &str = "tenantplane-datastore";
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
 /// Finalizer on a TenantControlPlane until its datastore spaces are removed (upstream's name).
 pub const TCP_FINALIZER: &str = "finalizer.kamaji.clastix.io";
+/// Trailing-edge debounce of TenantControlPlane reconciles: the burst of events one reconcile causes
+/// (its finalizer, status writes, owned Secrets, Service and Deployment) becomes one follow-up
+/// reconcile instead of several.
+pub const TCP_DEBOUNCE: Duration = Duration::from_millis(500);
+/// Debounce of DataStore reconciles, which every TenantControlPlane change triggers (`usedBy`).
+pub const DATASTORE_DEBOUNCE: Duration = Duration::from_secs(1);
 /// Label on the Secrets the controller owns.
 pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tenantplane");
 
@@ -472,7 +478,11 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                 affected
             }
         })
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(concurrency)
+                .debounce(DATASTORE_DEBOUNCE),
+        )
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
         .for_each(|_| std::future::ready(()));
@@ -523,7 +533,11 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     .collect::<Vec<_>>()
             },
         )
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(concurrency)
+                .debounce(TCP_DEBOUNCE),
+        )
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(control_planes::reconcile, control_planes::error_policy, ctx)
         .for_each(|_| std::future::ready(()));
