@@ -61,6 +61,7 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         metrics: Arc::new(api::metrics::Metrics::default()),
         public_url: "https://tenantplane.test".into(),
         max_body_bytes: 64 * 1024,
+        graphql: Default::default(),
     };
     // A default pool with room for everything, so control planes always find a DataStore.
     let pool = store::datastores::insert_pool(&ctx.db, "default", "spread", &json!({}))
