@@ -8,8 +8,8 @@ use uuid::Uuid;
 use super::{
     Ctx, OnConflict, Result, ServiceError,
     model::{
-        Accepted, AuditEntry, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference, Operation,
-        Placement, PlacementOverride, UpdateControlPlane,
+        Accepted, AuditEntry, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference,
+        Operation, Placement, PlacementOverride, UpdateControlPlane,
     },
     tenant_for,
 };
@@ -266,7 +266,10 @@ pub(crate) async fn load_unchecked(
     let Some(row) = store::control_planes::get(db, tenant, id).await? else {
         return Ok(None);
     };
-    Ok(with_placements_in(db, tenant, vec![row]).await?.into_iter().next())
+    Ok(with_placements_in(db, tenant, vec![row])
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// How many operations and audit entries a batch load returns per control plane.
@@ -306,7 +309,9 @@ pub async fn recent_operations(
     visible(who, tenant)?;
     let mut out: std::collections::HashMap<Uuid, Vec<Operation>> = std::collections::HashMap::new();
     for row in store::control_planes::recent_operations(&ctx.db, tenant, ids, RECENT).await? {
-        out.entry(row.control_plane_id).or_default().push(operation_model(row));
+        out.entry(row.control_plane_id)
+            .or_default()
+            .push(operation_model(row));
     }
     Ok(out)
 }

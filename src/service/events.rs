@@ -94,7 +94,9 @@ async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Se
                 }));
             }
             Ok(None) => {}
-            Err(err) => tracing::warn!(error = %err, control_plane.id = %id, "loading a changed control plane failed"),
+            Err(err) => {
+                tracing::warn!(error = %err, control_plane.id = %id, "loading a changed control plane failed")
+            }
         }
     }
 }

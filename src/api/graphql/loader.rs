@@ -45,10 +45,26 @@ impl Loaders {
         };
         let make = |b: &Base| b.clone();
         Self {
-            latest: DataLoader::new(LatestOperations(make(&base)), TokioSpawner::current(), TokioTimer::default()),
-            recent: DataLoader::new(RecentOperations(make(&base)), TokioSpawner::current(), TokioTimer::default()),
-            audit: DataLoader::new(AuditEntries(make(&base)), TokioSpawner::current(), TokioTimer::default()),
-            used_by: DataLoader::new(UsedBy(make(&base)), TokioSpawner::current(), TokioTimer::default()),
+            latest: DataLoader::new(
+                LatestOperations(make(&base)),
+                TokioSpawner::current(),
+                TokioTimer::default(),
+            ),
+            recent: DataLoader::new(
+                RecentOperations(make(&base)),
+                TokioSpawner::current(),
+                TokioTimer::default(),
+            ),
+            audit: DataLoader::new(
+                AuditEntries(make(&base)),
+                TokioSpawner::current(),
+                TokioTimer::default(),
+            ),
+            used_by: DataLoader::new(
+                UsedBy(make(&base)),
+                TokioSpawner::current(),
+                TokioTimer::default(),
+            ),
             pools: DataLoader::new(PoolUsage(base), TokioSpawner::current(), TokioTimer::default()),
         }
     }

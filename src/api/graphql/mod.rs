@@ -61,17 +61,29 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct GraphqlSettings {
     /// Largest query complexity: every field costs 1, and `controlPlanes` multiplies its selection by the
     /// page size.
-    #[arg(long = "graphql-max-complexity", env = "TENANTPLANE_GRAPHQL_MAX_COMPLEXITY", default_value_t = 5000)]
+    #[arg(
+        long = "graphql-max-complexity",
+        env = "TENANTPLANE_GRAPHQL_MAX_COMPLEXITY",
+        default_value_t = 5000
+    )]
     pub max_complexity: usize,
     /// Serve introspection (`__schema`, `__type`); turn it off in production.
     #[arg(long = "graphql-introspection", env = "TENANTPLANE_GRAPHQL_INTROSPECTION", default_value_t = true,
           action = clap::ArgAction::Set)]
     pub introspection: bool,
     /// Largest GraphQL request (POST body, GET query string or WebSocket message), in bytes.
-    #[arg(long = "graphql-max-request-bytes", env = "TENANTPLANE_GRAPHQL_MAX_REQUEST_BYTES", default_value_t = 32768)]
+    #[arg(
+        long = "graphql-max-request-bytes",
+        env = "TENANTPLANE_GRAPHQL_MAX_REQUEST_BYTES",
+        default_value_t = 32768
+    )]
     pub max_request_bytes: usize,
     /// Events a subscriber may fall behind before it is disconnected (close code 4008).
-    #[arg(long = "graphql-subscription-buffer", env = "TENANTPLANE_GRAPHQL_SUBSCRIPTION_BUFFER", default_value_t = 256)]
+    #[arg(
+        long = "graphql-subscription-buffer",
+        env = "TENANTPLANE_GRAPHQL_SUBSCRIPTION_BUFFER",
+        default_value_t = 256
+    )]
     pub subscription_buffer: usize,
 }
 
@@ -121,9 +133,10 @@ pub fn sdl() -> String {
 /// The caller and the use-case context, for resolvers.
 fn caller<'a>(ctx: &'a async_graphql::Context<'_>) -> async_graphql::Result<(&'a Ctx, &'a Principal)> {
     let c = ctx.data::<Ctx>()?;
-    let who = ctx
-        .data_opt::<Caller>()
-        .ok_or_else(|| async_graphql::Error::new(TokenError::Missing.to_string()).extend_with(|_, e| e.set("code", "UNAUTHENTICATED")))?;
+    let who = ctx.data_opt::<Caller>().ok_or_else(|| {
+        async_graphql::Error::new(TokenError::Missing.to_string())
+            .extend_with(|_, e| e.set("code", "UNAUTHENTICATED"))
+    })?;
     Ok((c, &who.0))
 }
 
@@ -161,8 +174,14 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
                 .iter()
                 .map(|e| {
                     let mut m = async_graphql::indexmap::IndexMap::new();
-                    m.insert(async_graphql::Name::new("field"), async_graphql::Value::from(e.field.clone()));
-                    m.insert(async_graphql::Name::new("message"), async_graphql::Value::from(e.message.clone()));
+                    m.insert(
+                        async_graphql::Name::new("field"),
+                        async_graphql::Value::from(e.field.clone()),
+                    );
+                    m.insert(
+                        async_graphql::Name::new("message"),
+                        async_graphql::Value::from(e.message.clone()),
+                    );
                     async_graphql::Value::Object(m)
                 })
                 .collect::<Vec<_>>(),
@@ -197,7 +216,13 @@ fn too_large(limit: usize) -> Response {
 }
 
 fn bad_request(detail: impl Into<String>) -> Response {
-    ApiError::new(StatusCode::BAD_REQUEST, "bad-graphql-request", "Bad GraphQL request", detail).into_response()
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "bad-graphql-request",
+        "Bad GraphQL request",
+        detail,
+    )
+    .into_response()
 }
 
 async fn post_graphql(
@@ -245,8 +270,13 @@ async fn get_graphql(
         return websocket(state, schema, upgrade, &headers, rid);
     }
     let Some(query) = query.filter(|q| !q.is_empty()) else {
-        return Html(GraphiQLSource::build().endpoint("/graphql").subscription_endpoint("/graphql").finish())
-            .into_response();
+        return Html(
+            GraphiQLSource::build()
+                .endpoint("/graphql")
+                .subscription_endpoint("/graphql")
+                .finish(),
+        )
+        .into_response();
     };
     let limit = state.graphql.max_request_bytes;
     if query.len() > limit {
@@ -258,7 +288,10 @@ async fn get_graphql(
     };
     // GET must not change anything (no CSRF through links): only queries run over GET.
     if let Ok(doc) = request.parsed_query()
-        && doc.operations.iter().any(|(_, op)| op.node.ty != OperationType::Query)
+        && doc
+            .operations
+            .iter()
+            .any(|(_, op)| op.node.ty != OperationType::Query)
     {
         return ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -330,10 +363,21 @@ fn websocket(
         .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state.ctx, rid.0))
 }
 
-async fn serve_socket(socket: WebSocket, schema: AppSchema, protocol: Protocols, ctx: Ctx, rid: Option<String>) {
+async fn serve_socket(
+    socket: WebSocket,
+    schema: AppSchema,
+    protocol: Protocols,
+    ctx: Ctx,
+    rid: Option<String>,
+) {
     let (mut sink, source) = socket.split();
     let input = source
-        .take_while(|m| future::ready(matches!(m, Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_)))))
+        .take_while(|m| {
+            future::ready(matches!(
+                m,
+                Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
+            ))
+        })
         .filter_map(|m| {
             future::ready(match m {
                 Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
@@ -348,12 +392,15 @@ async fn serve_socket(socket: WebSocket, schema: AppSchema, protocol: Protocols,
     let graphql = async_graphql::http::WebSocket::new(schema, input, protocol)
         .connection_data(connection)
         .on_connection_init(move |payload| async move {
-            let token = init_token(&payload)
-                .ok_or_else(|| async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing)))?;
-            let who = service::tokens::authenticate(&ctx, &token).await.map_err(|e| match e {
-                TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
-                e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
+            let token = init_token(&payload).ok_or_else(|| {
+                async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing))
             })?;
+            let who = service::tokens::authenticate(&ctx, &token)
+                .await
+                .map_err(|e| match e {
+                    TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
+                    e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
+                })?;
             let mut data = Data::default();
             data.insert(loader::Loaders::new(&ctx, &who));
             data.insert(Caller(who));

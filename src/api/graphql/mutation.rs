@@ -311,8 +311,17 @@ impl Mutation {
         };
         let if_match = input.if_match.clone();
         in_tx(ctx, slug.clone(), async |tx| {
-            service::control_planes::update(c, tx, who, &slug, &id, change, if_match.as_deref(), rid.as_deref())
-                .await
+            service::control_planes::update(
+                c,
+                tx,
+                who,
+                &slug,
+                &id,
+                change,
+                if_match.as_deref(),
+                rid.as_deref(),
+            )
+            .await
         })
         .await
     }
@@ -358,7 +367,9 @@ impl Mutation {
     async fn revoke_token(&self, ctx: &Context<'_>, input: RevokeTokenInput) -> Result<RevokeTokenPayload> {
         let (c, who) = caller(ctx)?;
         let rid = request_id(ctx);
-        match service::tokens::revoke(c, who, &input.tenant, &input.token_id.to_string(), rid.as_deref()).await {
+        match service::tokens::revoke(c, who, &input.tenant, &input.token_id.to_string(), rid.as_deref())
+            .await
+        {
             Ok(token) => Ok(RevokeTokenPayload {
                 token: Some(token.into()),
                 user_errors: Vec::new(),

@@ -4,7 +4,10 @@ use async_graphql::{Context, ID, Object, Result};
 
 use super::{
     caller,
-    types::{self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, Node, PageInfo, Pool, Tenant, Viewer},
+    types::{
+        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, Node, PageInfo, Pool,
+        Tenant, Viewer,
+    },
 };
 use crate::service::{self, ServiceError, control_planes::ListFilter};
 
@@ -17,13 +20,20 @@ impl Query {
     /// The caller: tenant, role and token expiry.
     async fn viewer(&self, ctx: &Context<'_>) -> Result<Viewer> {
         let (c, who) = caller(ctx)?;
-        Ok(service::tenants::viewer(c, who).await.map_err(super::gql_error)?.into())
+        Ok(service::tenants::viewer(c, who)
+            .await
+            .map_err(super::gql_error)?
+            .into())
     }
 
     /// One tenant (tenant-viewer of it, or platform admin; another tenant is NOT_FOUND).
     async fn tenant(&self, ctx: &Context<'_>, slug: String) -> Result<Tenant> {
         let (c, who) = caller(ctx)?;
-        Ok(Tenant(service::tenants::get(c, who, &slug).await.map_err(super::gql_error)?))
+        Ok(Tenant(
+            service::tenants::get(c, who, &slug)
+                .await
+                .map_err(super::gql_error)?,
+        ))
     }
 
     /// Every tenant (platform admin).

@@ -1,6 +1,6 @@
 //! The REST API over real HTTP against real PostgreSQL.
 
-mod auth_matrix;
+pub mod auth_matrix;
 mod control_planes;
 mod errors;
 mod placement;
@@ -36,6 +36,14 @@ pub async fn spawn_app() -> App {
 
 /// The same, with a management-cluster client for kubeconfig downloads.
 pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
+    spawn_app_configured(kube, Default::default()).await
+}
+
+/// The same, with GraphQL settings.
+pub async fn spawn_app_configured(
+    kube: Option<kube::Client>,
+    graphql: tenantplane::api::graphql::GraphqlSettings,
+) -> App {
     tenantplane::localenv::install_crypto_provider();
     let url = support::fresh_database("api").await;
     let db = sqlx::postgres::PgPoolOptions::new()
@@ -61,7 +69,7 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         metrics: Arc::new(api::metrics::Metrics::default()),
         public_url: "https://tenantplane.test".into(),
         max_body_bytes: 64 * 1024,
-        graphql: Default::default(),
+        graphql,
     };
     // A default pool with room for everything, so control planes always find a DataStore.
     let pool = store::datastores::insert_pool(&ctx.db, "default", "spread", &json!({}))
