@@ -67,7 +67,7 @@ async fn tenants_lists_every_tenant_for_platform_admins() {
     let a = app.tenant("gq-a").await;
     let b = app.tenant("gq-b").await;
     let got = data(&app, &app.admin, "{ tenants { slug } }", json!({})).await;
-    let mut expected = vec![a, b];
+    let mut expected = [a, b];
     expected.sort();
     assert_eq!(
         got,
