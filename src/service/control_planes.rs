@@ -357,6 +357,11 @@ pub struct ListFilter {
     pub limit: Option<i64>,
 }
 
+/// The cursor that continues a list after `cp` (what `nextCursor` is for a page's last item).
+pub fn cursor_after(cp: &ControlPlane) -> String {
+    encode_cursor(cp.created_at, cp.id)
+}
+
 fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}|{id}", ts.timestamp_micros()))
 }

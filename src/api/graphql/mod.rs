@@ -371,8 +371,14 @@ async fn serve_socket(
     rid: Option<String>,
 ) {
     let (mut sink, source) = socket.split();
+    // Why the client's side ended, when it was an error (e.g. a message over the size limit).
+    let input_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let seen_error = input_error.clone();
     let input = source
-        .take_while(|m| {
+        .take_while(move |m| {
+            if let (Err(e), Ok(mut slot)) = (m, seen_error.lock()) {
+                *slot = Some(e.to_string());
+            }
             future::ready(matches!(
                 m,
                 Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
@@ -439,12 +445,55 @@ async fn serve_socket(
                     (1011, r) if r.contains("handshake") => close(4401, "Unauthorized: send connection_init first".into()),
                     (code, r) => close(code, r),
                 }),
-                None => Some(close(1000, String::new())),
+                None => Some(match input_error.lock().ok().and_then(|e| e.clone()) {
+                    Some(e) if e.contains("too long") => close(1009, format!("message too big: {e}")),
+                    Some(e) => close(1002, e),
+                    None => close(1000, String::new()),
+                }),
             },
         };
         if let Some(message) = message {
             let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(message)).await;
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::json;
+
+    use super::{init_token, types};
+
+    #[test]
+    fn control_plane_global_ids_round_trip_and_junk_is_none() {
+        let id = types::global_id("ControlPlane", "acme:0193a3c0-0000-7000-8000-0000000000c1");
+        assert_eq!(
+            types::control_plane_key(&id),
+            Some(("acme".into(), "0193a3c0-0000-7000-8000-0000000000c1".into()))
+        );
+        assert_eq!(
+            types::control_plane_key(&types::global_id("Tenant", "acme")),
+            None
+        );
+        assert_eq!(types::parse_global_id("%%%"), None);
+        assert_eq!(types::control_plane_key("QUJD"), None);
+    }
+
+    #[test]
+    fn connection_init_takes_the_token_from_authorization_or_token() {
+        assert_eq!(
+            init_token(&json!({"Authorization": "Bearer abc"})),
+            Some("abc".into())
+        );
+        assert_eq!(
+            init_token(&json!({"authorization": "bearer abc "})),
+            Some("abc".into())
+        );
+        assert_eq!(init_token(&json!({"token": "abc"})), Some("abc".into()));
+        assert_eq!(init_token(&json!({"Authorization": "Basic abc"})), None);
+        assert_eq!(init_token(&json!({})), None);
     }
 }

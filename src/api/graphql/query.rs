@@ -86,8 +86,7 @@ impl Query {
             edges: nodes
                 .iter()
                 .map(|node| ControlPlaneEdge {
-                    // The service's cursors are keyset positions; only the page's end one is handed out.
-                    cursor: end.clone().unwrap_or_default(),
+                    cursor: service::control_planes::cursor_after(&node.cp),
                     node: node.clone(),
                 })
                 .collect(),

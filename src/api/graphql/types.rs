@@ -488,7 +488,7 @@ pub struct ControlPlaneConnection {
 /// A control plane and its cursor.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct ControlPlaneEdge {
-    /// Cursor of this edge (pass as `after`; only the last edge's is valid).
+    /// Cursor of this edge (pass as `after` to continue after it).
     pub cursor: String,
     /// The control plane.
     pub node: ControlPlane,

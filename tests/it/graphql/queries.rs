@@ -90,7 +90,7 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
         );
     }
     let query = "query($t: String!, $after: String) { controlPlanes(tenant: $t, first: 2, after: $after) {
-        edges { node { id controlPlaneId name phase tenant } }
+        edges { cursor node { id controlPlaneId name phase tenant } }
         pageInfo { hasNextPage endCursor } } }";
     let first = data(&app, &member, query, json!({"t": slug})).await;
     let names: Vec<&str> = first["controlPlanes"]["edges"]
@@ -114,6 +114,20 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
     assert_eq!(
         second["controlPlanes"]["pageInfo"],
         json!({"hasNextPage": false, "endCursor": null})
+    );
+    // Every edge's cursor continues after it; the last edge's is the page's end cursor.
+    let edge_cursor = |i: usize| first["controlPlanes"]["edges"][i]["cursor"].clone();
+    assert_eq!(edge_cursor(1), after);
+    let from_first = data(
+        &app,
+        &member,
+        "query($t: String!, $after: String) { controlPlanes(tenant: $t, after: $after) { nodes { name } } }",
+        json!({"t": slug, "after": edge_cursor(0)}),
+    )
+    .await;
+    assert_eq!(
+        from_first,
+        json!({"controlPlanes": {"nodes": [{"name": "two"}, {"name": "three"}]}})
     );
 
     // Filters as in REST, and the nested fields of one control plane.

@@ -245,3 +245,18 @@ async fn a_slow_subscriber_is_closed_with_4008_and_others_keep_receiving() {
     subscribe(&mut fresh, "2", &slug).await;
     warm_up(&mut fresh, &mut db, tenant, cp).await;
 }
+
+#[tokio::test]
+async fn an_oversized_websocket_message_closes_with_1009() {
+    let app = spawn_app().await;
+    let mut ws = ws_open(&app, "graphql-transport-ws").await;
+    ws_send(
+        &mut ws,
+        json!({"type": "connection_init", "payload": {"token": "x".repeat(40 * 1024)}}),
+    )
+    .await;
+    match ws_next(&mut ws, Duration::from_secs(5)).await {
+        Incoming::Closed(1009, reason) => assert!(reason.starts_with("message too big: "), "{reason}"),
+        other => panic!("expected 1009, got {other:?}"),
+    }
+}
