@@ -12,7 +12,13 @@ mod query;
 mod subscription;
 pub mod types;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use async_graphql::{
     Data, ErrorExtensions, Schema,
@@ -53,6 +59,8 @@ pub const MAX_DEPTH: usize = 10;
 pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
 /// How long one WebSocket frame may take to reach the client before the connection is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Live subscriptions one WebSocket connection may hold; one more closes it with `4400`.
+pub const MAX_SUBSCRIPTIONS: usize = 100;
 /// How long a WebSocket client has to send `connection_init`.
 const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -371,6 +379,9 @@ async fn serve_socket(
     rid: Option<String>,
 ) {
     let (mut sink, source) = socket.split();
+    // Live subscriptions on this connection, and the signal that a client asked for too many.
+    let active = Arc::new(AtomicUsize::new(0));
+    let too_many = Arc::new(Notify::new());
     // Why the client's side ended, when it was an error (e.g. a message over the size limit).
     let input_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let seen_error = input_error.clone();
@@ -384,12 +395,29 @@ async fn serve_socket(
                 Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
             ))
         })
-        .filter_map(|m| {
-            future::ready(match m {
-                Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
-                Ok(Message::Binary(b)) => Some(b.to_vec()),
-                _ => None,
-            })
+        .filter_map({
+            let (active, too_many) = (active.clone(), too_many.clone());
+            move |m| {
+                let bytes = match m {
+                    Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
+                    Ok(Message::Binary(b)) => Some(b.to_vec()),
+                    _ => None,
+                };
+                // Count subscriptions; one over the cap is not started and closes the connection.
+                let starts = bytes.as_deref().is_some_and(|b| {
+                    serde_json::from_slice::<serde_json::Value>(b).is_ok_and(|v| {
+                        matches!(
+                            v.get("type").and_then(|t| t.as_str()),
+                            Some("subscribe" | "start")
+                        )
+                    })
+                });
+                if starts && active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
+                    too_many.notify_one();
+                    return future::ready(None);
+                }
+                future::ready(bytes)
+            }
         });
     let slow = SlowConsumer(Arc::new(Notify::new()));
     let mut connection = Data::default();
@@ -430,9 +458,16 @@ async fn serve_socket(
                 "slow consumer: the client fell too far behind the event stream".into(),
             )),
             () = &mut init_deadline, if !acknowledged => Some(close(4408, "connection initialisation timeout".into())),
+            () = too_many.notified() => Some(close(
+                4400,
+                format!("too many subscriptions on one connection (at most {MAX_SUBSCRIPTIONS})"),
+            )),
             next = graphql.next() => match next {
                 Some(WsMessage::Text(text)) => {
                     acknowledged = acknowledged || text.contains("\"connection_ack\"");
+                    if text.starts_with("{\"type\":\"complete\"") {
+                        let _ = active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                    }
                     match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
                         Ok(Ok(())) => None,
                         // The client is gone, or has not read for SEND_TIMEOUT: nothing more can reach it.

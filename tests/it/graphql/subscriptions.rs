@@ -274,3 +274,40 @@ async fn an_oversized_websocket_message_closes_with_1009() {
         other => panic!("expected 1009, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn more_than_100_subscriptions_on_one_connection_close_it_with_4400() {
+    let app = spawn_app().await;
+    let (slug, viewer, _, _) = tenant_with_cp(&app, "gq-many", "many").await;
+    let mut ws = ws_ready(&app, &viewer).await;
+    for id in 0..101 {
+        subscribe(&mut ws, &id.to_string(), &slug).await;
+    }
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(10)).await,
+        Incoming::Closed(
+            4400,
+            "too many subscriptions on one connection (at most 100)".into()
+        )
+    );
+    // Completed subscriptions do not count: 100 start and stop, then 100 more fit.
+    let mut ws = ws_ready(&app, &viewer).await;
+    for round in 0..2 {
+        for id in 0..100 {
+            subscribe(&mut ws, &format!("{round}-{id}"), &slug).await;
+        }
+        for id in 0..100 {
+            ws_send(
+                &mut ws,
+                json!({"id": format!("{round}-{id}"), "type": "complete"}),
+            )
+            .await;
+        }
+        for _ in 0..100 {
+            let Incoming::Json(m) = ws_next(&mut ws, Duration::from_secs(10)).await else {
+                panic!("round {round}: the connection closed")
+            };
+            assert_eq!(m["type"], "complete", "{m}");
+        }
+    }
+}
