@@ -38,6 +38,8 @@ async fn main() -> anyhow::Result<()> {
         tokens: TokenSettings {
             issuer: "bench".into(),
             audience: "bench".into(),
+            external: Default::default(),
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),

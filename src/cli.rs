@@ -204,10 +204,22 @@ fn ctx(
         tokens: TokenSettings {
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
+            external: external_issuers(auth)?,
+            verifying_keys: Default::default(),
         },
         versions,
         placement: Default::default(),
     })
+}
+
+/// The external OIDC issuers of `--oidc-issuers-file` (none without it).
+fn external_issuers(auth: &AuthArgs) -> anyhow::Result<crate::auth::external::ExternalIssuers> {
+    let Some(path) = &auth.oidc_issuers_file else {
+        return Ok(Default::default());
+    };
+    let configs = crate::auth::external::load(path, &auth.issuer).map_err(anyhow::Error::msg)?;
+    tracing::info!(issuers = ?configs.iter().map(|c| &c.issuer).collect::<Vec<_>>(), "external OIDC issuers");
+    crate::auth::external::ExternalIssuers::new(configs).map_err(anyhow::Error::msg)
 }
 
 async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
@@ -276,6 +288,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.reconcile_timeout = std::time::Duration::from_secs(args.reconcile_timeout_secs.max(1));
     settings.workload.rotation_threshold_secs = i64::from(args.certificate_rotation_days) * 24 * 3600;
     settings.workload.kine_image = args.kine_image.clone();
+    settings.workload.key_algorithm = args.certificate_key_algorithm;
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());

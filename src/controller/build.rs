@@ -85,9 +85,10 @@ pub fn referenced_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
 }
 
 /// `namespace/name` of every TenantControlPlane using DataStore `name`, sorted.
-pub fn used_by(name: &str, tcps: &[TenantControlPlane]) -> Vec<String> {
+pub fn used_by<T: std::borrow::Borrow<TenantControlPlane>>(name: &str, tcps: &[T]) -> Vec<String> {
     let mut users: Vec<String> = tcps
         .iter()
+        .map(|t| t.borrow())
         .filter(|tcp| referenced_datastores(tcp).contains(name))
         .map(|tcp| format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any()))
         .collect();

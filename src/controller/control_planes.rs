@@ -249,8 +249,12 @@ async fn provision(
     }
     let overrides_problem = build::validate_overrides(&primary, &overrides).err();
     let config_name = build::config_secret_name(tcp);
-    let existing_config = fetch::secret(ctx, &namespace, &config_name).await?;
-    let existing_certificate = fetch::secret(ctx, &namespace, &build::certificate_secret_name(tcp)).await?;
+    let certificate_name = build::certificate_secret_name(tcp);
+    let (existing_config, existing_certificate) = futures_util::future::try_join(
+        fetch::secret(ctx, &namespace, &config_name),
+        fetch::secret(ctx, &namespace, &certificate_name),
+    )
+    .await?;
 
     // provision the primary
     let mut space = TenantSpace::new(&schema, &user)?;

@@ -178,6 +178,12 @@ pub struct Context {
     pub metrics: Arc<metrics::Metrics>,
     recorder: Recorder,
     failures: std::sync::Mutex<HashMap<String, u32>>,
+    /// The TenantControlPlane controller's cache, once it runs: the DataStore controller computes
+    /// `usedBy` from it instead of listing every TenantControlPlane on each reconcile.
+    tcp_store: std::sync::OnceLock<kube::runtime::reflector::Store<TenantControlPlane>>,
+    /// When each DataStore (by name and generation) last passed its health check; cleared when a
+    /// Secret it references changes.
+    healthy: std::sync::Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -204,6 +210,43 @@ impl Context {
             metrics,
             recorder,
             failures: std::sync::Mutex::new(HashMap::new()),
+            tcp_store: std::sync::OnceLock::new(),
+            healthy: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Every TenantControlPlane in scope: from the controller's cache once it has synced, else listed.
+    pub async fn control_planes_cached(&self) -> Result<Vec<Arc<TenantControlPlane>>, Error> {
+        if let Some(store) = self.tcp_store.get()
+            && tokio::time::timeout(Duration::from_secs(5), store.wait_until_ready())
+                .await
+                .is_ok_and(|r| r.is_ok())
+        {
+            return Ok(store.state());
+        }
+        Ok(fetch::control_planes(self)
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
+    }
+
+    /// Whether DataStore `name` at `generation` passed its health check less than `within` ago.
+    pub fn recently_healthy(&self, name: &str, generation: Option<i64>, within: Duration) -> bool {
+        self.healthy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .is_some_and(|(g, at)| *g == generation && at.elapsed() < within)
+    }
+
+    /// Records the health check of DataStore `name`: passed (remembered) or not (forgotten).
+    pub fn record_health(&self, name: &str, generation: Option<i64>, passed: bool) {
+        let mut healthy = self.healthy.lock().unwrap_or_else(|e| e.into_inner());
+        if passed {
+            healthy.insert(name.to_string(), (generation, std::time::Instant::now()));
+        } else {
+            healthy.remove(name);
         }
     }
 
@@ -332,8 +375,14 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         let _ = rx.recv().await;
     };
 
+    // The TenantControlPlane controller is created first: its cache also serves the DataStore
+    // controller's `usedBy`.
+    let control_planes = Controller::new(ctx.control_planes(), watcher::Config::default());
+    let tcp_store = control_planes.store();
+    let _ = ctx.tcp_store.set(tcp_store.clone());
+
     // DataStores: re-reconciled when a TenantControlPlane starts or stops using one, and when a Secret
-    // one references changes.
+    // one references changes (which also forgets its last health check).
     let datastores = Controller::new(
         Api::<DataStore>::all(client.clone()),
         watcher_config(selector.as_deref()),
@@ -346,20 +395,23 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                 .map(|name| ObjectRef::<DataStore>::new(&name))
                 .collect::<Vec<_>>()
         })
-        .watches(
-            Api::<Secret>::all(client.clone()),
-            watcher::Config::default(),
+        .watches(Api::<Secret>::all(client.clone()), watcher::Config::default(), {
+            let ctx = ctx.clone();
             move |secret| {
                 let ns = secret.namespace().unwrap_or_default();
                 let name = secret.name_any();
-                ds_store
+                let affected: Vec<_> = ds_store
                     .state()
                     .iter()
                     .filter(|ds| build::references_secret(ds, &ns, &name))
                     .map(|ds| ObjectRef::from_obj(&**ds))
-                    .collect::<Vec<_>>()
-            },
-        )
+                    .collect();
+                for ds in &affected {
+                    ctx.record_health(&ds.name, None, false);
+                }
+                affected
+            }
+        })
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
@@ -367,8 +419,6 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
 
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
     // when a Secret they own changes.
-    let control_planes = Controller::new(ctx.control_planes(), watcher::Config::default());
-    let tcp_store = control_planes.store();
     let owned_secrets = match &ctx.settings.namespace {
         Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
         None => Api::<Secret>::all(client.clone()),

@@ -3,6 +3,7 @@
 pub mod auth_matrix;
 mod control_planes;
 mod errors;
+mod external_issuers;
 mod placement;
 mod tokens;
 
@@ -39,9 +40,23 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
     spawn_app_configured(kube, Default::default()).await
 }
 
-/// The same, with GraphQL settings.
+/// The same, also accepting tokens of external OIDC issuers.
 pub async fn spawn_app_configured(
     kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
+) -> App {
+    spawn_app_full(kube, external, Default::default()).await
+}
+
+/// The same, with GraphQL settings.
+pub async fn spawn_app_with_graphql(graphql: tenantplane::api::graphql::GraphqlSettings) -> App {
+    spawn_app_full(None, Default::default(), graphql).await
+}
+
+/// Every knob.
+pub async fn spawn_app_full(
+    kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
     graphql: tenantplane::api::graphql::GraphqlSettings,
 ) -> App {
     tenantplane::localenv::install_crypto_provider();
@@ -59,6 +74,8 @@ pub async fn spawn_app_configured(
         tokens: TokenSettings {
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
+            external,
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),

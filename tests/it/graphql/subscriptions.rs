@@ -9,7 +9,7 @@ use tenantplane::store;
 use uuid::Uuid;
 
 use super::{Incoming, Ws, subscribe, ws_next, ws_open, ws_ready, ws_send};
-use crate::api::{App, spawn_app, spawn_app_configured, tenant_id};
+use crate::api::{App, spawn_app, spawn_app_with_graphql, tenant_id};
 
 /// A tenant with a viewer token and one control plane: `(slug, viewer, tenant id, control-plane id)`.
 async fn tenant_with_cp(app: &App, prefix: &str, name: &str) -> (String, String, Uuid, Uuid) {
@@ -213,7 +213,7 @@ async fn a_slow_subscriber_is_closed_with_4008_and_others_keep_receiving() {
         subscription_buffer: 8,
         ..Default::default()
     };
-    let app = spawn_app_configured(None, settings).await;
+    let app = spawn_app_with_graphql(settings).await;
     let (slug, viewer, tenant, cp) = tenant_with_cp(&app, "gq-slow", "busy").await;
     let mut slow = ws_ready(&app, &viewer).await;
     subscribe(&mut slow, "1", &slug).await;
