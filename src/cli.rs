@@ -45,6 +45,8 @@ pub enum Command {
     Crdgen(crate::k8s::crd::CrdgenArgs),
     /// Print the OpenAPI document (as committed in schema/openapi.json).
     Openapi,
+    /// Print the GraphQL schema (SDL, as committed in schema/schema.graphql).
+    Sdl,
     /// Run the DataStore and TenantControlPlane controllers (leader-elected).
     Controller(ControllerArgs),
 }
@@ -98,6 +100,10 @@ impl Cli {
             Command::Controller(args) => controller(args).await,
             Command::Openapi => {
                 print!("{}", api::openapi_json());
+                Ok(())
+            }
+            Command::Sdl => {
+                print!("{}", api::graphql::sdl());
                 Ok(())
             }
         };
@@ -363,6 +369,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}")),
         max_body_bytes: args.max_body_bytes,
+        graphql: args.graphql.clone(),
     };
     tracing::info!(%addr, management_cluster = state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");

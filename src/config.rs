@@ -126,6 +126,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Worker settings (with `--with-worker`).
     pub worker: crate::worker::WorkerSettings,
+    #[command(flatten)]
+    /// GraphQL limits and switches.
+    pub graphql: crate::api::graphql::GraphqlSettings,
 }
 
 /// Settings of `tenantplane worker`.

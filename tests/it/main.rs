@@ -9,6 +9,7 @@ mod api;
 mod controller;
 mod crds;
 mod datastore;
+mod graphql;
 mod helm;
 mod serve;
 mod smoke;
