@@ -79,9 +79,15 @@ async fn reconcile_inner(ds: &DataStore, ctx: &Context) -> Result<Action, Error>
         observed_generation: ds.metadata.generation,
     };
 
-    // status, then the finalizer
+    // status (at most once per DATASTORE_STATUS_INTERVAL unless deleting), then the finalizer
     if new_status != previous {
-        status::datastore(&ctx.client, &name, &new_status).await?;
+        match ctx.datastore_status_wait(&name) {
+            Some(wait) if !deleting => return Ok(Action::requeue(wait)),
+            _ => {
+                status::datastore(&ctx.client, &name, &new_status).await?;
+                ctx.datastore_status_written(&name);
+            }
+        }
     }
     if deleting {
         if used_by.is_empty() {

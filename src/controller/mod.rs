@@ -56,8 +56,10 @@ pub const TCP_FINALIZER: &str = "finalizer.kamaji.clastix.io";
 /// (its finalizer, status writes, owned Secrets, Service and Deployment) becomes one follow-up
 /// reconcile instead of several.
 pub const TCP_DEBOUNCE: Duration = Duration::from_millis(500);
-/// Debounce of DataStore reconciles, which every TenantControlPlane change triggers (`usedBy`).
-pub const DATASTORE_DEBOUNCE: Duration = Duration::from_secs(1);
+/// Least time between two `usedBy` writes of one DataStore: every TenantControlPlane change triggers
+/// its reconcile, and a thousand tenants arriving must not mean a thousand rewrites of a growing list.
+/// (A debounce would starve it instead: it keeps delaying while the tenants keep changing.)
+pub const DATASTORE_STATUS_INTERVAL: Duration = Duration::from_secs(1);
 /// Label on the Secrets the controller owns.
 pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tenantplane");
 
@@ -192,6 +194,8 @@ pub struct Context {
     healthy: std::sync::Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
     /// The last successful datastore provisioning of each TenantControlPlane (by `namespace/name`).
     provisioned: std::sync::Mutex<HashMap<String, Provisioned>>,
+    /// When each DataStore's status was last written.
+    status_written: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -234,7 +238,25 @@ impl Context {
             tcp_store: std::sync::OnceLock::new(),
             healthy: std::sync::Mutex::new(HashMap::new()),
             provisioned: std::sync::Mutex::new(HashMap::new()),
+            status_written: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How long DataStore `name` must still wait before its status may be written again (`None`: now).
+    pub fn datastore_status_wait(&self, name: &str) -> Option<Duration> {
+        let written = self.status_written.lock().unwrap_or_else(|e| e.into_inner());
+        let elapsed = written.get(name)?.elapsed();
+        DATASTORE_STATUS_INTERVAL
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())
+    }
+
+    /// Records a status write of DataStore `name`.
+    pub fn datastore_status_written(&self, name: &str) {
+        self.status_written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), std::time::Instant::now());
     }
 
     /// Whether `key` was provisioned from `fingerprint` less than the resync interval ago and its
@@ -478,11 +500,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                 affected
             }
         })
-        .with_config(
-            kube::runtime::controller::Config::default()
-                .concurrency(concurrency)
-                .debounce(DATASTORE_DEBOUNCE),
-        )
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
         .for_each(|_| std::future::ready(()));
