@@ -259,7 +259,8 @@ async fn run(
         .filter_map(|(name, secret)| Some((name, secret?)))
         .collect();
     let pki = workload::pki(tcp, &existing, cluster_ip.as_deref(), settings, now.as_second())?;
-    for secret in &pki.secrets {
+    // Only new or changed Secrets are written, all at once.
+    let changed = pki.secrets.iter().filter(|secret| {
         let name = secret.name_any();
         let unchanged = !pki.generated.contains(&name)
             && existing.get(&name).is_some_and(|e| {
@@ -268,10 +269,9 @@ async fn run(
                     && e.labels() == secret.labels()
                     && e.owner_references() == secret.owner_references()
             });
-        if !unchanged {
-            apply::secret(&ctx.client, secret).await?;
-        }
-    }
+        !unchanged
+    });
+    futures_util::future::try_join_all(changed.map(|secret| apply::secret(&ctx.client, secret))).await?;
     ctx.metrics.phase("certificates", started.elapsed().as_secs_f64());
     let generated = |names: &[String]| {
         let g: Vec<&String> = pki.generated.iter().filter(|n| names.contains(n)).collect();
