@@ -272,6 +272,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.workload.kine_image = args.kine_image.clone();
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
+    settings.control_plane_selector = args.control_plane_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());
     let lease = args.leader_election.then(|| {
         LeaseSettings::new(

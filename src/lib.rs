@@ -13,6 +13,7 @@ pub mod domain;
 pub mod k8s;
 pub mod localenv;
 pub mod placement;
+pub mod runner;
 pub mod service;
 pub mod store;
 pub mod telemetry;

@@ -139,6 +139,9 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// Only DataStores matching this label selector (all when `None`).
     pub datastore_selector: Option<String>,
+    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`); lists
+    /// (`usedBy`, NATS exclusivity) still see every TenantControlPlane in scope.
+    pub control_plane_selector: Option<String>,
     /// Identity in Events (`reportingInstance`) and in the Lease.
     pub identity: String,
     /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
@@ -161,6 +164,7 @@ impl ControllerSettings {
             workload: workload::WorkloadSettings::default(),
             namespace: None,
             datastore_selector: None,
+            control_plane_selector: None,
             identity: identity.into(),
             resync: Duration::from_secs(300),
             default_datastore: None,
@@ -326,6 +330,7 @@ pub fn datastore_fingerprint(ds: &DataStore) -> String {
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
     let selector = ctx.settings.datastore_selector.clone();
+    let tcp_selector = ctx.settings.control_plane_selector.clone();
     let concurrency = ctx.settings.concurrency;
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let signal = |mut rx: tokio::sync::broadcast::Receiver<()>| async move {
@@ -340,12 +345,16 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     );
     let ds_store = datastores.store();
     let datastores = datastores
-        .watches(ctx.control_planes(), watcher::Config::default(), |tcp| {
-            build::referenced_datastores(&tcp)
-                .into_iter()
-                .map(|name| ObjectRef::<DataStore>::new(&name))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            ctx.control_planes(),
+            watcher_config(tcp_selector.as_deref()),
+            |tcp| {
+                build::referenced_datastores(&tcp)
+                    .into_iter()
+                    .map(|name| ObjectRef::<DataStore>::new(&name))
+                    .collect::<Vec<_>>()
+            },
+        )
         .watches(
             Api::<Secret>::all(client.clone()),
             watcher::Config::default(),
@@ -367,7 +376,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
 
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
     // when a Secret they own changes.
-    let control_planes = Controller::new(ctx.control_planes(), watcher::Config::default());
+    let control_planes = Controller::new(ctx.control_planes(), watcher_config(tcp_selector.as_deref()));
     let tcp_store = control_planes.store();
     let owned_secrets = match &ctx.settings.namespace {
         Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),

@@ -1,0 +1,1 @@
+//! kine on PostgreSQL, MariaDB and NATS.
