@@ -73,7 +73,7 @@ impl Drop for Pod {
             }
         }
         // Secrets on disk go with the pod; the logs stay for whoever reads them.
-        let _ = std::fs::remove_dir_all(self.dir.join("volumes"));
+        let _ = std::fs::remove_dir_all(self.dir.join("v"));
     }
 }
 
@@ -275,9 +275,9 @@ impl Runtime {
         }
         let address = net::claim_address().map_err(|e| ("AddressUnavailable", e.to_string()))?;
         self.serial += 1;
-        let short = template_hash(&json!([ns, name]));
         let pod_name = format!("{name}-{hash}-{}", self.serial);
-        let dir = self.settings.dir.join(format!("{short}-{hash}-{}", self.serial));
+        // Short: a unix socket path (kine's) must stay under 108 bytes; pod.json maps it back.
+        let dir = self.settings.dir.join(&uuid::Uuid::new_v4().simple().to_string()[..8]);
         let sources = pod::Sources {
             secrets: &secrets,
             config_maps: &config_maps,

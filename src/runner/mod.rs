@@ -35,7 +35,7 @@ pub const DEPLOYMENT_LABEL: &str = "kamaji.clastix.io/name";
 /// Settings of a runner.
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
-    /// Where pods live: `<dir>/<pod>/{volumes,logs}`.
+    /// Where pods live: `<dir>/<8 hex>/{v,logs,pod.json}` (`v`: volumes; keep `dir` short, unix sockets live there).
     pub dir: PathBuf,
     /// Only Deployments of these namespaces (all when `None`).
     pub namespaces: Option<BTreeSet<String>>,
@@ -140,6 +140,8 @@ impl Drop for Runner {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
         self.task.abort();
+        // The pods' processes die with their tasks; their files (volumes hold Secrets) go now.
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -445,7 +445,7 @@ fn env_of(
     Ok(env)
 }
 
-/// Plans the files of every volume under `<dir>/volumes/<name>`; returns the host root of each volume.
+/// Plans the files of every volume under `<dir>/v/<name>`; returns the host root of each volume.
 fn volumes(
     spec: &PodSpec,
     sources: &Sources<'_>,
@@ -455,7 +455,7 @@ fn volumes(
 ) -> Result<HashMap<String, PathBuf>, PlanError> {
     let mut roots = HashMap::new();
     for volume in spec.volumes.iter().flatten() {
-        let root = dir.join("volumes").join(&volume.name);
+        let root = dir.join("v").join(&volume.name);
         plan.dirs.push(root.clone());
         for (rel, content, mode) in volume_files(volume, sources)? {
             let content = match std::str::from_utf8(&content)

@@ -39,24 +39,24 @@ fn image_references_split_into_name_and_version() {
 #[test]
 fn mount_paths_are_rewritten_only_as_whole_components() {
     let mounts = vec![
-        ("/uds".to_string(), PathBuf::from("/tmp/p/volumes/kine-uds")),
+        ("/uds".to_string(), PathBuf::from("/tmp/p/v/kine-uds")),
         (
             "/etc/kubernetes/pki".to_string(),
-            PathBuf::from("/tmp/p/volumes/pki"),
+            PathBuf::from("/tmp/p/v/pki"),
         ),
-        ("/certs".to_string(), PathBuf::from("/tmp/p/volumes/kine-certs")),
+        ("/certs".to_string(), PathBuf::from("/tmp/p/v/kine-certs")),
     ];
     assert_eq!(
         rewrite_paths("--etcd-servers=unix:///uds/kine", &mounts),
-        "--etcd-servers=unix:///tmp/p/volumes/kine-uds/kine"
+        "--etcd-servers=unix:///tmp/p/v/kine-uds/kine"
     );
     assert_eq!(
         rewrite_paths("--client-ca-file=/etc/kubernetes/pki/ca.crt", &mounts),
-        "--client-ca-file=/tmp/p/volumes/pki/ca.crt"
+        "--client-ca-file=/tmp/p/v/pki/ca.crt"
     );
     assert_eq!(
         rewrite_paths("cp /kine/*.* /certs && chmod -R 600 /certs/*.*", &mounts),
-        "cp /kine/*.* /tmp/p/volumes/kine-certs && chmod -R 600 /tmp/p/volumes/kine-certs/*.*"
+        "cp /kine/*.* /tmp/p/v/kine-certs && chmod -R 600 /tmp/p/v/kine-certs/*.*"
     );
     assert_eq!(rewrite_paths("--path=/a/uds/x", &mounts), "--path=/a/uds/x");
     assert_eq!(rewrite_paths("--path=/udsx", &mounts), "--path=/udsx");
@@ -172,12 +172,12 @@ fn a_kine_pod_plans_files_processes_and_probes_on_its_own_address() {
         plan.files,
         vec![
             FilePlan {
-                path: dir.join("volumes/pki/ca.crt"),
+                path: dir.join("v/pki/ca.crt"),
                 content: b"CA".to_vec(),
                 mode: 420
             },
             FilePlan {
-                path: dir.join("volumes/kine-config/ca.crt"),
+                path: dir.join("v/kine-config/ca.crt"),
                 content: b"DSCA".to_vec(),
                 mode: 0o600
             },
@@ -188,7 +188,7 @@ fn a_kine_pod_plans_files_processes_and_probes_on_its_own_address() {
         plan.init[0].args,
         vec![
             "-c".to_string(),
-            "cp /tmp/pod/volumes/kine-config/*.* /tmp/pod/volumes/kine-certs && chmod -R 600 /tmp/pod/volumes/kine-certs/*.*".into()
+            "cp /tmp/pod/v/kine-config/*.* /tmp/pod/v/kine-certs && chmod -R 600 /tmp/pod/v/kine-certs/*.*".into()
         ]
     );
     let api = &plan.containers[0];
@@ -196,8 +196,8 @@ fn a_kine_pod_plans_files_processes_and_probes_on_its_own_address() {
     assert_eq!(
         api.args,
         vec![
-            "--etcd-servers=unix:///tmp/pod/volumes/kine-uds/kine".to_string(),
-            "--client-ca-file=/tmp/pod/volumes/pki/ca.crt".into(),
+            "--etcd-servers=unix:///tmp/pod/v/kine-uds/kine".to_string(),
+            "--client-ca-file=/tmp/pod/v/pki/ca.crt".into(),
             "--secure-port=6443".into(),
             "--bind-address=127.1.2.3".into(),
         ]
@@ -211,8 +211,8 @@ fn a_kine_pod_plans_files_processes_and_probes_on_its_own_address() {
     assert_eq!(
         kine.args,
         vec![
-            "--listen-address=unix:///tmp/pod/volumes/kine-uds/kine".to_string(),
-            "--ca-file=/tmp/pod/volumes/kine-certs/ca.crt".into(),
+            "--listen-address=unix:///tmp/pod/v/kine-uds/kine".to_string(),
+            "--ca-file=/tmp/pod/v/kine-certs/ca.crt".into(),
             // A password that looks like a mount path is not rewritten: expansion comes after rewriting.
             "--endpoint=postgres://u:p/uds@127.0.0.1:5432/s".into(),
             "--metrics-bind-address=127.1.2.3:8080".into(),

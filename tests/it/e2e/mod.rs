@@ -132,7 +132,7 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
         }
     }));
 
-    let mut runner_settings = RunnerSettings::new(localenv::scratch_dir("runner").unwrap());
+    let mut runner_settings = RunnerSettings::new(localenv::workdir().unwrap().join(&id[id.len() - 10..]));
     runner_settings.namespaces = Some(
         tenants
             .iter()
