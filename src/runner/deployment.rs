@@ -277,7 +277,10 @@ impl Runtime {
         self.serial += 1;
         let pod_name = format!("{name}-{hash}-{}", self.serial);
         // Short: a unix socket path (kine's) must stay under 108 bytes; pod.json maps it back.
-        let dir = self.settings.dir.join(&uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let dir = self
+            .settings
+            .dir
+            .join(&uuid::Uuid::new_v4().simple().to_string()[..8]);
         let sources = pod::Sources {
             secrets: &secrets,
             config_maps: &config_maps,

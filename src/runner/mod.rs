@@ -119,10 +119,9 @@ impl Runner {
     }
 
     /// Stops every pod and waits until their processes are gone.
-    pub async fn stop(self) {
+    pub async fn stop(&mut self) {
         let _ = self.shutdown.send(true);
-        let mut this = self;
-        let _ = (&mut this.task).await;
+        let _ = (&mut self.task).await;
     }
 
     /// Every container log of the Deployment `namespace/name`, across its pods (oldest pods first).

@@ -40,10 +40,7 @@ fn image_references_split_into_name_and_version() {
 fn mount_paths_are_rewritten_only_as_whole_components() {
     let mounts = vec![
         ("/uds".to_string(), PathBuf::from("/tmp/p/v/kine-uds")),
-        (
-            "/etc/kubernetes/pki".to_string(),
-            PathBuf::from("/tmp/p/v/pki"),
-        ),
+        ("/etc/kubernetes/pki".to_string(), PathBuf::from("/tmp/p/v/pki")),
         ("/certs".to_string(), PathBuf::from("/tmp/p/v/kine-certs")),
     ];
     assert_eq!(
@@ -188,7 +185,8 @@ fn a_kine_pod_plans_files_processes_and_probes_on_its_own_address() {
         plan.init[0].args,
         vec![
             "-c".to_string(),
-            "cp /tmp/pod/v/kine-config/*.* /tmp/pod/v/kine-certs && chmod -R 600 /tmp/pod/v/kine-certs/*.*".into()
+            "cp /tmp/pod/v/kine-config/*.* /tmp/pod/v/kine-certs && chmod -R 600 /tmp/pod/v/kine-certs/*.*"
+                .into()
         ]
     );
     let api = &plan.containers[0];

@@ -109,4 +109,5 @@ async fn etcd_with_events_override_serves_and_stores_events_only_in_the_override
                 .all(|k| k.starts_with(&format!("/{schema}/events/"))),
         "{in_override:?}"
     );
+    stack.stop().await;
 }

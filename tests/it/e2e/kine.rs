@@ -12,7 +12,11 @@ use crate::support;
 /// (endpoint, user, password) of the shared PostgreSQL's superuser.
 fn pg_root() -> (String, String, String) {
     match support::postgres() {
-        support::PgServer::Local(pg) => (format!("127.0.0.1:{}", pg.port()), "postgres".into(), String::new()),
+        support::PgServer::Local(pg) => (
+            format!("127.0.0.1:{}", pg.port()),
+            "postgres".into(),
+            String::new(),
+        ),
         support::PgServer::External(url) => {
             let url = reqwest::Url::parse(url).unwrap();
             (
@@ -34,10 +38,16 @@ async fn two_tenants_serve(stack: &Stack, pool: &str) -> [String; 2] {
             .await;
         ids.push(created["controlPlane"]["id"].as_str().unwrap().to_string());
     }
-    let (a, b) = tokio::join!(stack.ready(0, &ids[0], "v1.34.4"), stack.ready(1, &ids[1], "v1.34.4"));
+    let (a, b) = tokio::join!(
+        stack.ready(0, &ids[0], "v1.34.4"),
+        stack.ready(1, &ids[1], "v1.34.4")
+    );
     for (t, cp) in [a, b].iter().enumerate() {
         let endpoint = cp["status"]["endpoint"].as_str().unwrap();
-        assert!(endpoint.starts_with("127.") && endpoint.ends_with(":6443"), "{endpoint}");
+        assert!(
+            endpoint.starts_with("127.") && endpoint.ends_with(":6443"),
+            "{endpoint}"
+        );
         let client = stack.tenant_client(t, &ids[t]).await;
         assert!(namespaces(&client).await.contains("kube-system"));
         namespace_and_event(&client, &format!("only-tenant-{t}")).await;
@@ -56,7 +66,9 @@ async fn postgres_through_kine_serves_two_tenants_each_in_its_own_database() {
     let stack = stack("e2e-pg", 2).await;
     let (endpoint, user, password) = pg_root();
     stack.pool("pg").await;
-    stack.basic_datastore("pg", "PostgreSQL", &endpoint, &user, &password, 10).await;
+    stack
+        .basic_datastore("pg", "PostgreSQL", &endpoint, &user, &password, 10)
+        .await;
     let schemas = two_tenants_serve(&stack, "pg").await;
     assert_ne!(schemas[0], schemas[1]);
     for (t, schema) in schemas.iter().enumerate() {
@@ -64,23 +76,36 @@ async fn postgres_through_kine_serves_two_tenants_each_in_its_own_database() {
         let mut db = PgConnection::connect(&url).await.unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
         // Its own namespace only: the other tenant's rows are in the other database.
-        assert_eq!(rows, vec![format!("/registry/namespaces/only-tenant-{t}")], "database {schema}");
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
     }
+    stack.stop().await;
 }
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_through_kine_serves_two_tenants_each_in_its_own_database() {
     let stack = stack("e2e-my", 2).await;
     let endpoint = format!("127.0.0.1:{}", support::mariadb().port());
     stack.pool("my").await;
-    stack.basic_datastore("my", "MySQL", &endpoint, "root", "", 10).await;
+    stack
+        .basic_datastore("my", "MySQL", &endpoint, "root", "", 10)
+        .await;
     let schemas = two_tenants_serve(&stack, "my").await;
     assert_ne!(schemas[0], schemas[1]);
     for (t, schema) in schemas.iter().enumerate() {
-        let mut db = MySqlConnection::connect(&support::mariadb().url_for(schema)).await.unwrap();
+        let mut db = MySqlConnection::connect(&support::mariadb().url_for(schema))
+            .await
+            .unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
-        assert_eq!(rows, vec![format!("/registry/namespaces/only-tenant-{t}")], "database {schema}");
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
     }
+    stack.stop().await;
 }
 
 async fn nats_streams(nats: &LocalNats) -> Vec<String> {
@@ -98,9 +123,13 @@ async fn nats_streams(nats: &LocalNats) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nats_through_kine_serves_one_tenant_and_the_api_refuses_a_second_on_the_same_pool() {
     let stack = stack("e2e-nats", 2).await;
-    let nats = LocalNats::start(localenv::scratch_dir("e2e-nats").unwrap()).await.unwrap();
+    let nats = LocalNats::start(localenv::scratch_dir("e2e-nats").unwrap())
+        .await
+        .unwrap();
     stack.pool("nats").await;
-    let ds = stack.basic_datastore("nats", "NATS", &nats.endpoint(), "", "", 1).await;
+    let ds = stack
+        .basic_datastore("nats", "NATS", &nats.endpoint(), "", "", 1)
+        .await;
     let created = stack
         .create(0, json!({"name": "prod", "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": "nats"}}))
         .await;
@@ -118,7 +147,11 @@ async fn nats_through_kine_serves_one_tenant_and_the_api_refuses_a_second_on_the
         )
         .await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
-    assert_eq!(refused.body["detail"], "no DataStore fits: 1 NATS already in use", "{}", refused.text);
+    assert_eq!(
+        refused.body["detail"], "no DataStore fits: 1 NATS already in use",
+        "{}",
+        refused.text
+    );
 
     let cp = stack.ready(0, &id, "v1.34.4").await;
     assert_eq!(cp["placement"]["dataStore"], Value::String(ds.clone()));
@@ -127,4 +160,5 @@ async fn nats_through_kine_serves_one_tenant_and_the_api_refuses_a_second_on_the
     assert!(namespaces(&client).await.contains("on-nats"));
     let schema = schema(&stack.kube, &stack.tenants[0].namespace, "prod").await;
     assert_eq!(nats_streams(&nats).await, vec![format!("KV_{schema}")]);
+    stack.stop().await;
 }

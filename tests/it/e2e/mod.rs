@@ -395,20 +395,18 @@ impl Stack {
             .unwrap();
         kube::Client::try_from(config).unwrap()
     }
+}
 
-    /// The runner's pids for the Deployment (`pgrep` on the runner's directory would be racy; the pod
-    /// logs name it).
-    pub fn log_text(&self, t: usize, name: &str, container: &str) -> String {
-        self.runner
-            .logs(&self.tenants[t].namespace, name)
-            .iter()
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|f| f.to_string_lossy() == format!("{container}.log"))
-            })
-            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n")
+impl Stack {
+    /// Stops the runner and checks that none of its processes is left.
+    pub async fn stop(mut self) {
+        let dir = self.runner.dir().to_string_lossy().into_owned();
+        self.runner.stop().await;
+        assert_eq!(
+            support::processes_mentioning(&dir),
+            Vec::<String>::new(),
+            "runner processes left behind"
+        );
     }
 }
 
