@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod datastore;
+pub mod dev;
 pub mod domain;
 pub mod k8s;
 pub mod localenv;

@@ -7,6 +7,7 @@
 mod etcd;
 mod kine;
 mod lifecycle;
+mod make_run;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
