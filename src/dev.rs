@@ -60,6 +60,8 @@ pub struct DevStack {
     pub admin_token: String,
     /// A tenant-member token of the demo tenant.
     pub demo_token: String,
+    /// A tenant-admin token of the demo tenant (not printed; deletes need it).
+    pub demo_admin_token: String,
     /// The Kubernetes version the cached binaries run.
     pub kube_version: String,
     /// The scratch directory (PostgreSQL, etcds, kube-apiserver, pods).
@@ -338,10 +340,22 @@ impl DevStack {
         .await
         .map_err(|e| anyhow::anyhow!("mint the demo token: {e}"))?
         .token;
+        let demo_admin_token = service::tokens::mint_unchecked(
+            &ctx,
+            Some(tenant.id),
+            Role::TenantAdmin,
+            7 * 86400,
+            "make run demo admin",
+            "dev",
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("mint the demo admin token: {e}"))?
+        .token;
         Ok(Self {
             url,
             admin_token,
             demo_token,
+            demo_admin_token,
             kube_version,
             dir,
             runner,
