@@ -181,12 +181,15 @@ impl Sources<'_> {
     }
 }
 
+/// One file of a volume: relative path, content, mode.
+type VolumeFile = (String, Vec<u8>, Option<i32>);
+
 /// Files of one Secret/ConfigMap projection: every key, or only `items` (key → relative path).
 fn project(
     data: &BTreeMap<String, Vec<u8>>,
     items: Option<&Vec<KeyToPath>>,
     source: &str,
-) -> Result<Vec<(String, Vec<u8>, Option<i32>)>, PlanError> {
+) -> Result<Vec<VolumeFile>, PlanError> {
     match items {
         None => Ok(data.iter().map(|(k, v)| (k.clone(), v.clone(), None)).collect()),
         Some(items) => items
@@ -475,8 +478,6 @@ fn volumes(
     }
     Ok(roots)
 }
-
-type VolumeFile = (String, Vec<u8>, Option<i32>);
 
 fn volume_files(volume: &Volume, sources: &Sources<'_>) -> Result<Vec<VolumeFile>, PlanError> {
     let with_default = |files: Vec<VolumeFile>, default: Option<i32>| {

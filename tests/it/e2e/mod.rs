@@ -205,24 +205,10 @@ impl Stack {
 
     /// Registers a DataStore through the API and creates its DataStore object in the cluster (as an
     /// operator does: the registry and the cluster object share the name), then waits until it is Ready.
-    async fn register(
-        &self,
-        name: &str,
-        pool: &str,
-        driver: &str,
-        endpoint: &str,
-        api_secrets: Value,
-        spec: Value,
-        capacity: i32,
-        ca_id: Option<&str>,
-    ) {
-        let mut body = json!({
-            "name": name, "pool": pool, "driver": driver, "endpoints": [endpoint],
-            "secrets": api_secrets, "capacityTenants": capacity,
-        });
-        if let Some(ca) = ca_id {
-            body["caId"] = json!(ca);
-        }
+    /// `body` is the `POST /datastores` body; `spec` the DataStore object's spec.
+    async fn register(&self, body: Value, spec: Value) {
+        let name = body["name"].as_str().unwrap().to_string();
+        let name = name.as_str();
         let r = self
             .app
             .call(
@@ -289,8 +275,11 @@ impl Stack {
             "clientCertificate": self.api_ref(&secret, "root.crt"),
             "clientPrivateKey": self.api_ref(&secret, "root.key"),
         });
-        self.register(&name, pool, "etcd", &etcd.endpoint(), api, spec, 100, Some(ca_id))
-            .await;
+        let body = json!({
+            "name": name, "pool": pool, "driver": "etcd", "endpoints": [etcd.endpoint()],
+            "secrets": api, "capacityTenants": 100, "caId": ca_id,
+        });
+        self.register(body, spec).await;
         name
     }
 
@@ -314,8 +303,11 @@ impl Stack {
             "basicAuth": {"username": self.sref(&secret, "username"), "password": self.sref(&secret, "password")},
         });
         let api = json!({"username": self.api_ref(&secret, "username"), "password": self.api_ref(&secret, "password")});
-        self.register(&name, pool, driver, endpoint, api, spec, capacity, None)
-            .await;
+        let body = json!({
+            "name": name, "pool": pool, "driver": driver, "endpoints": [endpoint],
+            "secrets": api, "capacityTenants": capacity,
+        });
+        self.register(body, spec).await;
         name
     }
 
