@@ -204,6 +204,10 @@ impl DevStack {
         let kube_version = assets::kube_version().context(
             "the cached binaries are missing: run `scripts/test-env build` (or `make run`, which does)",
         )?;
+        // The API port first: a port in use fails before anything starts.
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("bind {}", options.listen))?;
         let dir = localenv::scratch_dir("dev")?;
 
         step(p, "starting PostgreSQL");
@@ -244,9 +248,6 @@ impl DevStack {
             versions: Default::default(),
             placement: Default::default(),
         };
-        let listener = tokio::net::TcpListener::bind(options.listen)
-            .await
-            .with_context(|| format!("bind {}", options.listen))?;
         let url = format!("http://{}", listener.local_addr()?);
         let state = AppState {
             ctx: ctx.clone(),
