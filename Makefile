@@ -38,7 +38,8 @@ openapi-check:
 test-only:
 	$(CARGO) test --lib --bins --tests -- --test-threads=8
 
-## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI)
+## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI, GraphQL SDL)
 generate:
 	$(CARGO) run -q -- crdgen
 	$(CARGO) run -q -- openapi > schema/openapi.json
+	$(CARGO) run -q -- sdl > schema/schema.graphql

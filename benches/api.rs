@@ -66,6 +66,39 @@ async fn create(http: &reqwest::Client, base: &str, token: &str, name: String) -
     (elapsed, ok)
 }
 
+/// Open loop: `total` requests started at `rate` per second whatever the answers take.
+async fn open_loop<F, Fut>(rate: u32, total: usize, f: F) -> (Vec<Duration>, Duration, usize)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = (Duration, bool)> + Send + 'static,
+{
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(total);
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
+    for i in 0..total {
+        ticker.tick().await;
+        handles.push(tokio::spawn(f(i)));
+    }
+    let mut lat = Vec::with_capacity(total);
+    let mut errors = 0;
+    for h in handles {
+        let (d, ok) = h.await.unwrap();
+        lat.push(d);
+        errors += usize::from(!ok);
+    }
+    (lat, start.elapsed(), errors)
+}
+
+/// One timed GET that must answer 200.
+async fn get_ok(http: reqwest::Client, url: String, token: String) -> (Duration, bool) {
+    let start = Instant::now();
+    let ok = match http.get(url).bearer_auth(token).send().await {
+        Ok(r) => r.status() == 200 && r.bytes().await.is_ok(),
+        Err(_) => false,
+    };
+    (start.elapsed(), ok)
+}
+
 /// Closed loop: `workers` tasks issuing requests back to back for `duration`.
 async fn closed_loop<F, Fut>(workers: usize, duration: Duration, f: F) -> (Vec<Duration>, Duration, usize)
 where
@@ -185,31 +218,12 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
 
     // 1. Create at a fixed 200 req/s for 20 s (open loop: the schedule does not wait for answers).
-    let rate = 200u32;
-    let total = 4000usize;
-    let start = Instant::now();
-    let mut handles = Vec::with_capacity(total);
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
-    for i in 0..total {
-        ticker.tick().await;
+    let (lat, elapsed, errors) = open_loop(200, 4000, |i| {
         let (http, base, token) = (http.clone(), base.clone(), token.clone());
-        handles.push(tokio::spawn(async move {
-            create(&http, &base, &token, format!("open-{i}")).await
-        }));
-    }
-    let mut lat = Vec::new();
-    let mut errors = 0;
-    for h in handles {
-        let (d, ok) = h.await.unwrap();
-        lat.push(d);
-        errors += usize::from(!ok);
-    }
-    summary(
-        "create @200 req/s (open loop, 20 s)",
-        lat,
-        start.elapsed(),
-        errors,
-    );
+        async move { create(&http, &base, &token, format!("open-{i}")).await }
+    })
+    .await;
+    summary("create @200 req/s (open loop, 20 s)", lat, elapsed, errors);
 
     // 2. Create ceiling: 32 clients back to back for 10 s.
     let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
@@ -221,7 +235,7 @@ async fn main() {
     let api_tps = lat.len() as f64 / elapsed.as_secs_f64();
     summary("create, 32 clients (closed loop, 10 s)", lat, elapsed, errors);
 
-    // 3. GET one, 8 clients for 10 s.
+    // 3. GET one: at a fixed 200 req/s (latency), then 8 clients back to back (ceiling).
     let page: Value = http
         .get(format!("{base}/api/v1/tenants/bench/control-planes?limit=1"))
         .bearer_auth(&token)
@@ -232,26 +246,16 @@ async fn main() {
         .await
         .unwrap();
     let id = page["items"][0]["id"].as_str().unwrap().to_string();
-    let (h3, b3, t3) = (http.clone(), base.clone(), token.clone());
+    let one = format!("{base}/api/v1/tenants/bench/control-planes/{id}");
+    let (lat, elapsed, errors) =
+        open_loop(200, 2000, |_| get_ok(http.clone(), one.clone(), token.clone())).await;
+    summary("GET one @200 req/s (open loop, 10 s)", lat, elapsed, errors);
+    let (h3, u3, t3) = (http.clone(), one.clone(), token.clone());
     let (lat, elapsed, errors) = closed_loop(8, Duration::from_secs(10), move |_, _| {
-        let (http, url, token) = (
-            h3.clone(),
-            format!("{b3}/api/v1/tenants/bench/control-planes/{id}"),
-            t3.clone(),
-        );
-        async move {
-            let start = Instant::now();
-            let ok = http
-                .get(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200);
-            (start.elapsed(), ok)
-        }
+        get_ok(h3.clone(), u3.clone(), t3.clone())
     })
     .await;
-    summary("GET one, 8 clients (10 s)", lat, elapsed, errors);
+    summary("GET one, 8 clients (closed loop, 10 s)", lat, elapsed, errors);
 
     // 4. 100-item list pages over 100k rows: walk every page twice.
     let db = sqlx::PgPool::connect(&url).await.unwrap();

@@ -45,6 +45,8 @@ pub enum Command {
     Crdgen(crate::k8s::crd::CrdgenArgs),
     /// Print the OpenAPI document (as committed in schema/openapi.json).
     Openapi,
+    /// Print the GraphQL schema (SDL, as committed in schema/schema.graphql).
+    Sdl,
     /// Run the DataStore and TenantControlPlane controllers (leader-elected).
     Controller(ControllerArgs),
     /// Local development: the pod-less runner and the one-machine stack of `make run`.
@@ -134,6 +136,10 @@ impl Cli {
             Command::Dev(DevCommand::Up(args)) => dev_up(args).await,
             Command::Openapi => {
                 print!("{}", api::openapi_json());
+                Ok(())
+            }
+            Command::Sdl => {
+                print!("{}", api::graphql::sdl());
                 Ok(())
             }
         };
@@ -234,10 +240,22 @@ fn ctx(
         tokens: TokenSettings {
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
+            external: external_issuers(auth)?,
+            verifying_keys: Default::default(),
         },
         versions,
         placement: Default::default(),
     })
+}
+
+/// The external OIDC issuers of `--oidc-issuers-file` (none without it).
+fn external_issuers(auth: &AuthArgs) -> anyhow::Result<crate::auth::external::ExternalIssuers> {
+    let Some(path) = &auth.oidc_issuers_file else {
+        return Ok(Default::default());
+    };
+    let configs = crate::auth::external::load(path, &auth.issuer).map_err(anyhow::Error::msg)?;
+    tracing::info!(issuers = ?configs.iter().map(|c| &c.issuer).collect::<Vec<_>>(), "external OIDC issuers");
+    crate::auth::external::ExternalIssuers::new(configs).map_err(anyhow::Error::msg)
 }
 
 async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
@@ -306,6 +324,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.reconcile_timeout = std::time::Duration::from_secs(args.reconcile_timeout_secs.max(1));
     settings.workload.rotation_threshold_secs = i64::from(args.certificate_rotation_days) * 24 * 3600;
     settings.workload.kine_image = args.kine_image.clone();
+    settings.workload.key_algorithm = args.certificate_key_algorithm;
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
     settings.control_plane_selector = args.control_plane_selector.clone();
@@ -422,6 +441,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| format!("http://{addr}")),
         max_body_bytes: args.max_body_bytes,
+        graphql: args.graphql.clone(),
     };
     tracing::info!(%addr, management_cluster = state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");

@@ -83,6 +83,10 @@ pub struct AuthArgs {
     /// generates one in `--local-dir`.
     #[arg(long, env = "TENANTPLANE_ENCRYPTION_KEY")]
     pub encryption_key: Option<Secret<String>>,
+    /// YAML or JSON file listing external OIDC issuers whose tokens are accepted too (issuer, JWKS
+    /// URL, audience, algorithms, tenant and role claims, role map); see the README.
+    #[arg(long, env = "TENANTPLANE_OIDC_ISSUERS_FILE")]
+    pub oidc_issuers_file: Option<PathBuf>,
 }
 
 /// Settings of `tenantplane serve`.
@@ -122,6 +126,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Worker settings (with `--with-worker`).
     pub worker: crate::worker::WorkerSettings,
+    #[command(flatten)]
+    /// GraphQL limits and switches.
+    pub graphql: crate::api::graphql::GraphqlSettings,
 }
 
 /// Settings of `tenantplane worker`.
@@ -156,6 +163,9 @@ pub struct ControllerArgs {
     /// Image of the kine sidecar (SQL and NATS DataStores).
     #[arg(long, env = "TENANTPLANE_KINE_IMAGE", default_value = crate::controller::workload::DEFAULT_KINE_IMAGE)]
     pub kine_image: String,
+    /// Key type of new tenant certificates and service-account keys (`ecdsa-p256` or `rsa-2048`).
+    #[arg(long, env = "TENANTPLANE_CERTIFICATE_KEY_ALGORITHM", value_enum, default_value_t = crate::controller::workload::KeyAlgorithm::EcdsaP256)]
+    pub certificate_key_algorithm: crate::controller::workload::KeyAlgorithm,
     /// Run only while holding the leader Lease (turn off only for a single replica).
     #[arg(long, env = "TENANTPLANE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,

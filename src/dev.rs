@@ -244,6 +244,8 @@ impl DevStack {
             tokens: TokenSettings {
                 issuer: "tenantplane".into(),
                 audience: "tenantplane".into(),
+                external: Default::default(),
+                verifying_keys: Default::default(),
             },
             versions: Default::default(),
             placement: Default::default(),
@@ -255,6 +257,7 @@ impl DevStack {
             metrics: Arc::new(api::metrics::Metrics::default()),
             public_url: url.clone(),
             max_body_bytes: 64 * 1024,
+            graphql: Default::default(),
         };
         let mut tasks = vec![tokio::spawn(async move {
             if let Err(err) = axum::serve(listener, api::router(state)).await {

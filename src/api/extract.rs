@@ -90,11 +90,7 @@ impl FromRequestParts<AppState> for Auth {
         let text = value
             .to_str()
             .map_err(|_| ApiError::unauthorized(&TokenError::Malformed))?;
-        let token = text
-            .strip_prefix("Bearer ")
-            .or_else(|| text.strip_prefix("bearer "))
-            .ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?
-            .trim();
+        let token = bearer_token(text).ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
         let principal = service::tokens::authenticate(&state.ctx, token)
             .await
             .map_err(|e| match e {
@@ -107,6 +103,14 @@ impl FromRequestParts<AppState> for Auth {
         );
         Ok(Auth(principal))
     }
+}
+
+/// The token of an `Authorization` value (`Bearer <token>`).
+pub fn bearer_token(value: &str) -> Option<&str> {
+    value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .map(str::trim)
 }
 
 /// The request id set by the request-id layer.

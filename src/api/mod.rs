@@ -1,8 +1,9 @@
-//! HTTP surfaces: the REST API under `/api/v1` (with its OpenAPI document), probes, metrics and the
-//! JWKS / OIDC discovery documents.
+//! HTTP surfaces: the REST API under `/api/v1` (with its OpenAPI document), the GraphQL API at `/graphql`,
+//! probes, metrics and the JWKS / OIDC discovery documents.
 
 pub mod error;
 pub mod extract;
+pub mod graphql;
 pub mod metrics;
 pub mod rest;
 
@@ -41,6 +42,8 @@ pub struct AppState {
     pub public_url: String,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
+    /// GraphQL limits and switches.
+    pub graphql: graphql::GraphqlSettings,
 }
 
 impl std::fmt::Debug for AppState {
@@ -121,8 +124,10 @@ pub fn router(state: AppState) -> Router {
     let doc = Arc::new(doc);
     let request_id = HeaderName::from_static("x-request-id");
     let metrics = state.metrics.clone();
+    let graphql = graphql::routes(&state);
     Router::new()
         .nest("/api/v1", api)
+        .merge(graphql)
         .route("/api/v1/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
         .route("/docs", get(docs))
         .route("/healthz", get(healthz))

@@ -115,19 +115,7 @@ fn with_request_id<T>(result: Result<T, ServiceError>, request_id: &RequestId) -
 #[utoipa::path(get, path = "/viewer", tag = "auth", security(("bearer" = [])),
     responses((status = 200, description = "OK", body = Viewer), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem)))]
 pub async fn viewer(State(state): State<AppState>, auth: Auth) -> ApiResult<Json<Viewer>> {
-    let tenant = match auth.0.tenant_id {
-        Some(id) => sqlx::query_scalar!("select slug from tenants where id = $1", id)
-            .fetch_optional(&state.ctx.db)
-            .await
-            .map_err(|e| ApiError::internal(&e.to_string()))?,
-        None => None,
-    };
-    Ok(Json(Viewer {
-        token_id: auth.0.jti,
-        tenant,
-        role: auth.0.role,
-        expires_at: auth.0.expires_at,
-    }))
+    Ok(Json(service::tenants::viewer(&state.ctx, &auth.0).await?))
 }
 
 /// Creates a tenant (platform admin).

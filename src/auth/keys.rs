@@ -1,7 +1,12 @@
 //! Signing keys: generation, sealing with the server key, rotation and the JWKS.
 
 use base64::Engine as _;
-use chrono::Utc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use chrono::{DateTime, Utc};
 use ring::{
     aead::{AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey},
     rand::{SecureRandom, SystemRandom},
@@ -224,18 +229,78 @@ pub async fn active(
 
 /// The verifying key with `kid`, if it is still valid for verification.
 pub async fn verifying(db: impl PgExecutor<'_>, kid: &str) -> Result<Option<VerifyingKey>, KeyError> {
+    Ok(verifying_until(db, kid).await?.map(|(key, _)| key))
+}
+
+/// The same, with the end of the key's verification window (`None`: the active key).
+async fn verifying_until(
+    db: impl PgExecutor<'_>,
+    kid: &str,
+) -> Result<Option<(VerifyingKey, Option<DateTime<Utc>>)>, KeyError> {
     let row = sqlx::query!(
-        "select kid, tenant_id, public_key from signing_keys
+        "select kid, tenant_id, public_key, verify_until from signing_keys
          where kid = $1 and (verify_until is null or verify_until > now())",
         kid
     )
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|r| VerifyingKey {
-        kid: r.kid,
-        tenant_id: r.tenant_id,
-        public_key: r.public_key,
+    Ok(row.map(|r| {
+        (
+            VerifyingKey {
+                kid: r.kid,
+                tenant_id: r.tenant_id,
+                public_key: r.public_key,
+            },
+            r.verify_until,
+        )
     }))
+}
+
+/// Most keys kept by a [`VerifyingKeyCache`]; it starts over when full.
+const KEY_CACHE_CAPACITY: usize = 10_000;
+/// How long a cached active key is trusted before it is read again (a rotation shortens its window).
+const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Verifying keys already read, by kid, so a request costs one query (the revocation check) instead
+/// of two. A public key never changes; only its verification window can, and an entry is re-read
+/// after [`KEY_CACHE_TTL`] and never used past its `verify_until`.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyingKeyCache(Arc<RwLock<HashMap<String, CachedKey>>>);
+
+/// One cached key.
+#[derive(Debug, Clone)]
+struct CachedKey {
+    key: VerifyingKey,
+    verify_until: Option<DateTime<Utc>>,
+    read_at: std::time::Instant,
+}
+
+impl VerifyingKeyCache {
+    /// The verifying key with `kid`, from the cache or the database.
+    pub async fn get(&self, db: impl PgExecutor<'_>, kid: &str) -> Result<Option<VerifyingKey>, KeyError> {
+        let hit = self.0.read().ok().and_then(|map| map.get(kid).cloned());
+        if let Some(entry) = hit
+            && entry.read_at.elapsed() < KEY_CACHE_TTL
+            && entry.verify_until.is_none_or(|until| until > Utc::now())
+        {
+            return Ok(Some(entry.key));
+        }
+        let found = verifying_until(db, kid).await?;
+        if let (Some((key, verify_until)), Ok(mut map)) = (&found, self.0.write()) {
+            if map.len() >= KEY_CACHE_CAPACITY {
+                map.clear();
+            }
+            map.insert(
+                kid.to_string(),
+                CachedKey {
+                    key: key.clone(),
+                    verify_until: *verify_until,
+                    read_at: std::time::Instant::now(),
+                },
+            );
+        }
+        Ok(found.map(|(key, _)| key))
+    }
 }
 
 /// Every public key still valid for verification, as JWKs.

@@ -4,6 +4,7 @@
 //! tokens). Private keys are sealed with AES-256-GCM under the server key. Rotation keeps an old key
 //! for verification until every token it signed has expired.
 
+pub mod external;
 pub mod keys;
 
 use base64::Engine as _;
@@ -103,13 +104,17 @@ impl Principal {
     }
 }
 
-/// Issuer and audience expected in every token.
-#[derive(Debug, Clone)]
+/// Issuer and audience expected in every token, and what verification caches.
+#[derive(Debug, Clone, Default)]
 pub struct TokenSettings {
     /// `iss`.
     pub issuer: String,
     /// `aud`.
     pub audience: String,
+    /// External OIDC issuers whose tokens are accepted too (none by default).
+    pub external: external::ExternalIssuers,
+    /// Verifying keys already read.
+    pub verifying_keys: keys::VerifyingKeyCache,
 }
 
 /// Signs claims with an Ed25519 PKCS#8 key under `kid`.
@@ -141,19 +146,36 @@ pub fn verify(token: &str, public_key: &[u8], settings: &TokenSettings) -> Resul
     validation.set_issuer(&[&settings.issuer]);
     validation.set_audience(&[&settings.audience]);
     let data = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_ed_der(public_key), &validation)
-        .map_err(|e| {
-            use jsonwebtoken::errors::ErrorKind as K;
-            TokenError::Invalid(match e.kind() {
-                K::ExpiredSignature => "expired",
-                K::ImmatureSignature => "not valid yet",
-                K::InvalidIssuer => "wrong issuer",
-                K::InvalidAudience => "wrong audience",
-                K::InvalidSignature => "bad signature",
-                K::MissingRequiredClaim(_) => "a required claim is missing",
-                _ => "malformed",
-            })
-        })?;
+        .map_err(|e| invalid(&e))?;
     Ok(data.claims)
+}
+
+/// The 401 reason for a failed signature or claim check.
+pub(crate) fn invalid(e: &jsonwebtoken::errors::Error) -> TokenError {
+    use jsonwebtoken::errors::ErrorKind as K;
+    TokenError::Invalid(match e.kind() {
+        K::ExpiredSignature => "expired",
+        K::ImmatureSignature => "not valid yet",
+        K::InvalidIssuer => "wrong issuer",
+        K::InvalidAudience => "wrong audience",
+        K::InvalidSignature => "bad signature",
+        K::MissingRequiredClaim(_) => "a required claim is missing",
+        _ => "malformed",
+    })
+}
+
+/// The unverified `iss` of a token, only to route it to the issuer that must verify it.
+pub fn peek_issuer(token: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Iss {
+        iss: Option<String>,
+    }
+    if token.len() > MAX_TOKEN_BYTES {
+        return None;
+    }
+    jsonwebtoken::dangerous::insecure_decode_claims::<Iss>(token)
+        .ok()
+        .and_then(|c| c.iss)
 }
 
 /// Base64url without padding (JWK `x`).

@@ -85,9 +85,10 @@ pub fn referenced_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
 }
 
 /// `namespace/name` of every TenantControlPlane using DataStore `name`, sorted.
-pub fn used_by(name: &str, tcps: &[TenantControlPlane]) -> Vec<String> {
+pub fn used_by<T: std::borrow::Borrow<TenantControlPlane>>(name: &str, tcps: &[T]) -> Vec<String> {
     let mut users: Vec<String> = tcps
         .iter()
+        .map(|t| t.borrow())
         .filter(|tcp| referenced_datastores(tcp).contains(name))
         .map(|tcp| format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any()))
         .collect();
@@ -160,6 +161,39 @@ pub struct ResolvedTls {
 }
 
 impl ResolvedDataStore {
+    /// Feeds everything that decides provisioning, secrets included, into `digest` (never printed).
+    fn digest_into(&self, digest: &mut ring::digest::Context) {
+        let mut part = |bytes: &[u8]| {
+            digest.update(&(bytes.len() as u64).to_be_bytes());
+            digest.update(bytes);
+        };
+        part(self.name.as_bytes());
+        part(self.driver.to_string().as_bytes());
+        part(self.endpoints.join(",").as_bytes());
+        part(self.username.as_deref().unwrap_or_default().as_bytes());
+        part(
+            self.password
+                .as_ref()
+                .map(|p| p.expose().as_str())
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        if let Some(tls) = &self.tls {
+            part(tls.ca_cert.as_bytes());
+            part(
+                tls.ca_key
+                    .as_ref()
+                    .map(|k| k.expose().as_str())
+                    .unwrap_or_default()
+                    .as_bytes(),
+            );
+            if let Some((cert, key)) = &tls.client {
+                part(cert.as_bytes());
+                part(key.expose().as_bytes());
+            }
+        }
+    }
+
     /// The CA certificate, if any.
     pub fn ca_cert(&self) -> Option<&str> {
         self.tls.as_ref().map(|t| t.ca_cert.as_str())
@@ -729,6 +763,39 @@ pub fn initial_storage(tcp: &TenantControlPlane) -> StorageStatus {
         .unwrap_or_default()
 }
 
+/// What a TenantControlPlane's datastore provisioning depends on: the TCP (uid, schema, user,
+/// overrides) and every resolved DataStore with its credentials, as a SHA-256 hex digest. The same
+/// fingerprint with untouched Secrets lets a reconcile skip provisioning it did moments ago.
+pub fn provision_fingerprint(
+    tcp: &TenantControlPlane,
+    schema: &str,
+    user: &str,
+    primary: &ResolvedDataStore,
+    overrides: &[(DataStoreOverride, Option<ResolvedDataStore>)],
+) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [tcp.metadata.uid.as_deref().unwrap_or_default(), schema, user] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    primary.digest_into(&mut digest);
+    for (o, ds) in overrides {
+        digest.update(o.resource.as_bytes());
+        digest.update(b"\0");
+        digest.update(o.data_store.as_bytes());
+        digest.update(b"\0");
+        if let Some(ds) = ds {
+            ds.digest_into(&mut digest);
+        }
+    }
+    digest
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -768,6 +835,35 @@ mod tests {
                 client: None,
             }),
         }
+    }
+
+    #[test]
+    fn provision_fingerprint_changes_with_credentials_and_overrides_only() {
+        let t = tcp("ns", "a", "u1");
+        let mut ds = resolved("primary", Driver::PostgreSQL, None);
+        ds.password = Some(Sealed::new("one".to_string()));
+        let base = provision_fingerprint(&t, "s", "u", &ds, &[]);
+        assert_eq!(base.len(), 64);
+        assert_eq!(base, provision_fingerprint(&t, "s", "u", &ds.clone(), &[]));
+        let mut rotated = ds.clone();
+        rotated.password = Some(Sealed::new("two".to_string()));
+        assert_ne!(base, provision_fingerprint(&t, "s", "u", &rotated, &[]));
+        assert_ne!(base, provision_fingerprint(&t, "s", "other", &ds, &[]));
+        assert_ne!(
+            base,
+            provision_fingerprint(&tcp("ns", "a", "u2"), "s", "u", &ds, &[])
+        );
+        let events = DataStoreOverride {
+            resource: "/events".into(),
+            data_store: "events".into(),
+        };
+        let with_override = provision_fingerprint(&t, "s", "u", &ds, &[(events.clone(), None)]);
+        assert_ne!(base, with_override);
+        let target = resolved("events", Driver::Etcd, Some("ca"));
+        assert_ne!(
+            with_override,
+            provision_fingerprint(&t, "s", "u", &ds, &[(events, Some(target))])
+        );
     }
 
     #[test]

@@ -79,6 +79,7 @@ async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Acti
         .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
     let api = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace);
     if tcp.metadata.deletion_timestamp.is_some() {
+        ctx.record_provisioned(&format!("{namespace}/{}", tcp.name_any()), None);
         if apply::has_finalizer(tcp, TCP_FINALIZER) {
             cleanup(tcp, ctx).await?;
             apply::remove_finalizer(&api, tcp, TCP_FINALIZER).await?;
@@ -249,25 +250,49 @@ async fn provision(
     }
     let overrides_problem = build::validate_overrides(&primary, &overrides).err();
     let config_name = build::config_secret_name(tcp);
-    let existing_config = fetch::secret(ctx, &namespace, &config_name).await?;
-    let existing_certificate = fetch::secret(ctx, &namespace, &build::certificate_secret_name(tcp)).await?;
+    let certificate_name = build::certificate_secret_name(tcp);
+    let (existing_config, existing_certificate) = futures_util::future::try_join(
+        fetch::secret(ctx, &namespace, &config_name),
+        fetch::secret(ctx, &namespace, &certificate_name),
+    )
+    .await?;
 
-    // provision the primary
+    // provision the primary, unless this controller did so moments ago from the same inputs and its
+    // Secrets are untouched (every TCP event triggers a reconcile; the resync interval still repairs)
+    let cache_key = format!("{namespace}/{}", tcp.name_any());
+    let fingerprint = build::provision_fingerprint(tcp, &schema, &user, &primary, &overrides);
+    let version = |s: &Option<Secret>| s.as_ref().and_then(|s| s.metadata.resource_version.clone());
+    let skip = ctx.provisioned_recently(
+        &cache_key,
+        &fingerprint,
+        version(&existing_config).as_deref(),
+        version(&existing_certificate).as_deref(),
+    );
     let mut space = TenantSpace::new(&schema, &user)?;
     if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
         space = space.with_password(password);
     }
-    let credentials = driver.provision(&space).await?;
-    let keep_certificate = match &credentials {
-        TenantCredentials::Etcd(c) => {
-            build::reusable_certificate(existing_certificate.as_ref(), &c.ca_cert_pem, &user)
+    let (config, certificate) = match (skip, existing_config) {
+        (true, Some(config)) => (config, existing_certificate),
+        (_, existing_config) => {
+            ctx.record_provisioned(&cache_key, None);
+            let credentials = driver.provision(&space).await?;
+            let keep_certificate = match &credentials {
+                TenantCredentials::Etcd(c) => {
+                    build::reusable_certificate(existing_certificate.as_ref(), &c.ca_cert_pem, &user)
+                }
+                _ => None,
+            };
+            drop(existing_config);
+            let config =
+                apply::secret(&ctx.client, &build::config_secret(tcp, &space, &credentials)?).await?;
+            let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?
+            {
+                Some(secret) => Some(apply::secret(&ctx.client, &secret).await?),
+                None => None,
+            };
+            (config, certificate)
         }
-        _ => None,
-    };
-    let config = apply::secret(&ctx.client, &build::config_secret(tcp, &space, &credentials)?).await?;
-    let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)? {
-        Some(secret) => Some(apply::secret(&ctx.client, &secret).await?),
-        None => None,
     };
     let checksum = config.annotations().get(build::CHECKSUM_ANNOTATION).cloned();
     storage.driver = Some(primary.driver.to_string());
@@ -314,9 +339,10 @@ async fn provision(
     }
     for (o, ds) in &overrides {
         let Some(ds) = ds else { continue };
-        let driver = build::driver(ds)?;
         let override_space = TenantSpace::new(&schema, &user)?;
-        driver.provision(&override_space).await?;
+        if !skip {
+            build::driver(ds)?.provision(&override_space).await?;
+        }
         let previous = storage.overrides.iter().find(|r| r.resource == o.resource);
         let entry = OverrideStorageStatus {
             resource: o.resource.clone(),
@@ -350,6 +376,23 @@ async fn provision(
             ),
         );
     }
+    ctx.record_provisioned(
+        &cache_key,
+        Some(super::Provisioned {
+            fingerprint,
+            config_version: config.metadata.resource_version.clone(),
+            certificate_version: certificate
+                .as_ref()
+                .and_then(|c| c.metadata.resource_version.clone()),
+            at: if skip {
+                // Keep the time of the real provisioning, so the resync interval still repairs.
+                ctx.provisioned_at(&cache_key)
+                    .unwrap_or_else(std::time::Instant::now)
+            } else {
+                std::time::Instant::now()
+            },
+        }),
+    );
     Ok(StorageOutcome {
         config,
         certificate,

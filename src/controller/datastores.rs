@@ -18,6 +18,8 @@ use crate::{
 
 /// The controller's name in metrics.
 pub const CONTROLLER: &str = "datastore";
+/// How long a passed health check of an unchanged DataStore is trusted.
+pub const HEALTH_TTL: Duration = Duration::from_secs(30);
 
 /// Reconciles one DataStore and records the outcome (Event, metrics).
 pub async fn reconcile(ds: Arc<DataStore>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -39,18 +41,31 @@ async fn reconcile_inner(ds: &DataStore, ctx: &Context) -> Result<Action, Error>
         apply::add_finalizer(&api, ds, DATASTORE_FINALIZER).await?;
     }
 
-    // fetch
-    let tcps = fetch::control_planes(ctx).await?;
+    // fetch: `usedBy` from the controller's cache; the health check at most every HEALTH_TTL while it
+    // passes (a TenantControlPlane change re-triggers this reconcile, and must not cost a connection)
+    let tcps = ctx.control_planes_cached().await?;
     let used_by = build::used_by(&name, &tcps);
-    let health = match fetch::driver(ctx, ds).await {
-        Ok((_, driver)) => DataStoreHealth {
+    let generation = ds.metadata.generation;
+    let was_ready = ds.status.as_ref().is_some_and(|s| s.ready);
+    let health = if was_ready && ctx.recently_healthy(&name, generation, HEALTH_TTL) {
+        DataStoreHealth {
             validated: Ok(()),
-            reachable: Some(driver.check().await),
-        },
-        Err(err) => DataStoreHealth {
-            validated: Err(err),
-            reachable: None,
-        },
+            reachable: Some(Ok(())),
+        }
+    } else {
+        let health = match fetch::driver(ctx, ds).await {
+            Ok((_, driver)) => DataStoreHealth {
+                validated: Ok(()),
+                reachable: Some(driver.check().await),
+            },
+            Err(err) => DataStoreHealth {
+                validated: Err(err),
+                reachable: None,
+            },
+        };
+        let passed = health.validated.is_ok() && matches!(health.reachable, Some(Ok(())));
+        ctx.record_health(&name, generation, passed);
+        health
     };
 
     // build

@@ -29,9 +29,21 @@ pub async fn secret(ctx: &Context, namespace: &str, name: &str) -> Result<Option
         .await?)
 }
 
+/// Secrets read while resolving one DataStore, so that refs into the same Secret cost one GET.
+type SecretMemo = std::collections::HashMap<(String, String), Option<Secret>>;
+
 /// The value of a ContentRef: `content` first, then the Secret key. A missing Secret or key is a
 /// permanent error (the Secret watch re-triggers when it appears).
 pub async fn content(ctx: &Context, field: &str, reference: &ContentRef) -> Result<Vec<u8>, Error> {
+    content_memo(ctx, field, reference, &mut SecretMemo::new()).await
+}
+
+async fn content_memo(
+    ctx: &Context,
+    field: &str,
+    reference: &ContentRef,
+    memo: &mut SecretMemo,
+) -> Result<Vec<u8>, Error> {
     if let Some(content) = &reference.content {
         return Ok(content.0.clone());
     }
@@ -47,7 +59,16 @@ pub async fn content(ctx: &Context, field: &str, reference: &ContentRef) -> Resu
             message: format!("{field}.secretReference needs both name and namespace"),
         });
     }
-    let Some(secret) = secret(ctx, &sref.namespace, &sref.name).await? else {
+    let key = (sref.namespace.clone(), sref.name.clone());
+    let found = match memo.get(&key) {
+        Some(found) => found.clone(),
+        None => {
+            let found = secret(ctx, &sref.namespace, &sref.name).await?;
+            memo.insert(key, found.clone());
+            found
+        }
+    };
+    let Some(secret) = found else {
         return Err(Error::Invalid {
             reason: "SecretNotFound",
             message: format!(
@@ -70,8 +91,13 @@ pub async fn content(ctx: &Context, field: &str, reference: &ContentRef) -> Resu
         })
 }
 
-async fn text(ctx: &Context, field: &str, reference: &ContentRef) -> Result<String, Error> {
-    String::from_utf8(content(ctx, field, reference).await?).map_err(|_| Error::Invalid {
+async fn text(
+    ctx: &Context,
+    field: &str,
+    reference: &ContentRef,
+    memo: &mut SecretMemo,
+) -> Result<String, Error> {
+    String::from_utf8(content_memo(ctx, field, reference, memo).await?).map_err(|_| Error::Invalid {
         reason: "ContentNotUtf8",
         message: format!("{field} is not UTF-8 text"),
     })
@@ -80,10 +106,11 @@ async fn text(ctx: &Context, field: &str, reference: &ContentRef) -> Result<Stri
 /// Resolves every ContentRef of a DataStore.
 pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore, Error> {
     let spec = &ds.spec;
+    let memo = &mut SecretMemo::new();
     let (username, password) = match &spec.basic_auth {
         Some(auth) => {
-            let username = text(ctx, "basicAuth.username", &auth.username).await?;
-            let password = text(ctx, "basicAuth.password", &auth.password).await?;
+            let username = text(ctx, "basicAuth.username", &auth.username, memo).await?;
+            let password = text(ctx, "basicAuth.password", &auth.password, memo).await?;
             (
                 (!username.is_empty()).then_some(username),
                 (!password.is_empty()).then(|| Sealed::new(password)),
@@ -94,17 +121,37 @@ pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore,
     let tls = match &spec.tls_config {
         Some(tls) => {
             let ca = &tls.certificate_authority;
-            let ca_cert = text(ctx, "tlsConfig.certificateAuthority.certificate", &ca.certificate).await?;
+            let ca_cert = text(
+                ctx,
+                "tlsConfig.certificateAuthority.certificate",
+                &ca.certificate,
+                memo,
+            )
+            .await?;
             let ca_key = match &ca.private_key {
                 Some(key) => Some(Sealed::new(
-                    text(ctx, "tlsConfig.certificateAuthority.privateKey", key).await?,
+                    text(ctx, "tlsConfig.certificateAuthority.privateKey", key, memo).await?,
                 )),
                 None => None,
             };
             let client = match &tls.client_certificate {
                 Some(c) => Some((
-                    text(ctx, "tlsConfig.clientCertificate.certificate", &c.certificate).await?,
-                    Sealed::new(text(ctx, "tlsConfig.clientCertificate.privateKey", &c.private_key).await?),
+                    text(
+                        ctx,
+                        "tlsConfig.clientCertificate.certificate",
+                        &c.certificate,
+                        memo,
+                    )
+                    .await?,
+                    Sealed::new(
+                        text(
+                            ctx,
+                            "tlsConfig.clientCertificate.privateKey",
+                            &c.private_key,
+                            memo,
+                        )
+                        .await?,
+                    ),
                 )),
                 None => None,
             };

@@ -52,6 +52,12 @@ pub const DATASTORE_PHASE_MANAGER: &str = "tenantplane-datastore";
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
 /// Finalizer on a TenantControlPlane until its datastore spaces are removed (upstream's name).
 pub const TCP_FINALIZER: &str = "finalizer.kamaji.clastix.io";
+/// Trailing-edge debounce of TenantControlPlane reconciles: the burst of events one reconcile causes
+/// (its finalizer, status writes, owned Secrets, Service and Deployment) becomes one follow-up
+/// reconcile instead of several.
+pub const TCP_DEBOUNCE: Duration = Duration::from_millis(500);
+/// Debounce of DataStore reconciles, which every TenantControlPlane change triggers (`usedBy`).
+pub const DATASTORE_DEBOUNCE: Duration = Duration::from_secs(1);
 /// Label on the Secrets the controller owns.
 pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tenantplane");
 
@@ -139,8 +145,8 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// Only DataStores matching this label selector (all when `None`).
     pub datastore_selector: Option<String>,
-    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`); lists
-    /// (`usedBy`, NATS exclusivity) still see every TenantControlPlane in scope.
+    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`). `usedBy`
+    /// (from the controller's cache) then counts only those; NATS exclusivity still lists every one in scope.
     pub control_plane_selector: Option<String>,
     /// Identity in Events (`reportingInstance`) and in the Lease.
     pub identity: String,
@@ -182,6 +188,27 @@ pub struct Context {
     pub metrics: Arc<metrics::Metrics>,
     recorder: Recorder,
     failures: std::sync::Mutex<HashMap<String, u32>>,
+    /// The TenantControlPlane controller's cache, once it runs: the DataStore controller computes
+    /// `usedBy` from it instead of listing every TenantControlPlane on each reconcile.
+    tcp_store: std::sync::OnceLock<kube::runtime::reflector::Store<TenantControlPlane>>,
+    /// When each DataStore (by name and generation) last passed its health check; cleared when a
+    /// Secret it references changes.
+    healthy: std::sync::Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
+    /// The last successful datastore provisioning of each TenantControlPlane (by `namespace/name`).
+    provisioned: std::sync::Mutex<HashMap<String, Provisioned>>,
+}
+
+/// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provisioned {
+    /// [`build::provision_fingerprint`] of its inputs.
+    pub fingerprint: String,
+    /// `resourceVersion` of the applied `<tcp>-datastore-config` Secret.
+    pub config_version: Option<String>,
+    /// `resourceVersion` of the applied `<tcp>-datastore-certificate` Secret, if any.
+    pub certificate_version: Option<String>,
+    /// When.
+    pub at: std::time::Instant,
 }
 
 impl std::fmt::Debug for Context {
@@ -208,6 +235,88 @@ impl Context {
             metrics,
             recorder,
             failures: std::sync::Mutex::new(HashMap::new()),
+            tcp_store: std::sync::OnceLock::new(),
+            healthy: std::sync::Mutex::new(HashMap::new()),
+            provisioned: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `key` was provisioned from `fingerprint` less than the resync interval ago and its
+    /// Secrets are still the ones applied then (an edit or a deletion makes this false).
+    pub fn provisioned_recently(
+        &self,
+        key: &str,
+        fingerprint: &str,
+        config_version: Option<&str>,
+        certificate_version: Option<&str>,
+    ) -> bool {
+        self.provisioned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .is_some_and(|p| {
+                p.fingerprint == fingerprint
+                    && p.at.elapsed() < self.settings.resync
+                    && config_version.is_some()
+                    && p.config_version.as_deref() == config_version
+                    && p.certificate_version.as_deref() == certificate_version
+            })
+    }
+
+    /// When `key` was last really provisioned.
+    pub fn provisioned_at(&self, key: &str) -> Option<std::time::Instant> {
+        self.provisioned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|p| p.at)
+    }
+
+    /// Records a successful provisioning of `key` (or forgets it with `None`).
+    pub fn record_provisioned(&self, key: &str, provisioned: Option<Provisioned>) {
+        let mut map = self.provisioned.lock().unwrap_or_else(|e| e.into_inner());
+        match provisioned {
+            Some(p) => {
+                map.insert(key.to_string(), p);
+            }
+            None => {
+                map.remove(key);
+            }
+        }
+    }
+
+    /// Every TenantControlPlane in scope: from the controller's cache once it has synced, else listed.
+    pub async fn control_planes_cached(&self) -> Result<Vec<Arc<TenantControlPlane>>, Error> {
+        if let Some(store) = self.tcp_store.get()
+            && tokio::time::timeout(Duration::from_secs(5), store.wait_until_ready())
+                .await
+                .is_ok_and(|r| r.is_ok())
+        {
+            return Ok(store.state());
+        }
+        Ok(fetch::control_planes(self)
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
+    }
+
+    /// Whether DataStore `name` at `generation` passed its health check less than `within` ago.
+    pub fn recently_healthy(&self, name: &str, generation: Option<i64>, within: Duration) -> bool {
+        self.healthy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .is_some_and(|(g, at)| *g == generation && at.elapsed() < within)
+    }
+
+    /// Records the health check of DataStore `name`: passed (remembered) or not (forgotten).
+    pub fn record_health(&self, name: &str, generation: Option<i64>, passed: bool) {
+        let mut healthy = self.healthy.lock().unwrap_or_else(|e| e.into_inner());
+        if passed {
+            healthy.insert(name.to_string(), (generation, std::time::Instant::now()));
+        } else {
+            healthy.remove(name);
         }
     }
 
@@ -337,8 +446,14 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         let _ = rx.recv().await;
     };
 
+    // The TenantControlPlane controller is created first: its cache also serves the DataStore
+    // controller's `usedBy`.
+    let control_planes = Controller::new(ctx.control_planes(), watcher_config(tcp_selector.as_deref()));
+    let tcp_store = control_planes.store();
+    let _ = ctx.tcp_store.set(tcp_store.clone());
+
     // DataStores: re-reconciled when a TenantControlPlane starts or stops using one, and when a Secret
-    // one references changes.
+    // one references changes (which also forgets its last health check).
     let datastores = Controller::new(
         Api::<DataStore>::all(client.clone()),
         watcher_config(selector.as_deref()),
@@ -355,29 +470,34 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     .collect::<Vec<_>>()
             },
         )
-        .watches(
-            Api::<Secret>::all(client.clone()),
-            watcher::Config::default(),
+        .watches(Api::<Secret>::all(client.clone()), watcher::Config::default(), {
+            let ctx = ctx.clone();
             move |secret| {
                 let ns = secret.namespace().unwrap_or_default();
                 let name = secret.name_any();
-                ds_store
+                let affected: Vec<_> = ds_store
                     .state()
                     .iter()
                     .filter(|ds| build::references_secret(ds, &ns, &name))
                     .map(|ds| ObjectRef::from_obj(&**ds))
-                    .collect::<Vec<_>>()
-            },
+                    .collect();
+                for ds in &affected {
+                    ctx.record_health(&ds.name, None, false);
+                }
+                affected
+            }
+        })
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(concurrency)
+                .debounce(DATASTORE_DEBOUNCE),
         )
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
         .for_each(|_| std::future::ready(()));
 
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
     // when a Secret they own changes.
-    let control_planes = Controller::new(ctx.control_planes(), watcher_config(tcp_selector.as_deref()));
-    let tcp_store = control_planes.store();
     let owned_secrets = match &ctx.settings.namespace {
         Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
         None => Api::<Secret>::all(client.clone()),
@@ -422,7 +542,11 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     .collect::<Vec<_>>()
             },
         )
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(concurrency)
+                .debounce(TCP_DEBOUNCE),
+        )
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(control_planes::reconcile, control_planes::error_policy, ctx)
         .for_each(|_| std::future::ready(()));

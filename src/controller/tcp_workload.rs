@@ -248,12 +248,16 @@ async fn run(
     // Certificates and kubeconfigs.
     *phase = "certificates";
     let started = Instant::now();
-    let mut existing = BTreeMap::new();
-    for name in workload::pki_secret_names(tcp) {
-        if let Some(secret) = fetch::secret(ctx, &namespace, &name).await? {
-            existing.insert(name, secret);
-        }
-    }
+    // The nine Secrets are read at once: one round trip instead of nine.
+    let names = workload::pki_secret_names(tcp);
+    let found =
+        futures_util::future::try_join_all(names.iter().map(|name| fetch::secret(ctx, &namespace, name)))
+            .await?;
+    let existing: BTreeMap<String, Secret> = names
+        .into_iter()
+        .zip(found)
+        .filter_map(|(name, secret)| Some((name, secret?)))
+        .collect();
     let pki = workload::pki(tcp, &existing, cluster_ip.as_deref(), settings, now.as_second())?;
     for secret in &pki.secrets {
         let name = secret.name_any();

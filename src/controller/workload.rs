@@ -76,6 +76,8 @@ pub struct WorkloadSettings {
     pub rotation_threshold_secs: i64,
     /// The kine sidecar image.
     pub kine_image: String,
+    /// Key type of new certificates and of the service-account key.
+    pub key_algorithm: KeyAlgorithm,
 }
 
 impl Default for WorkloadSettings {
@@ -84,6 +86,7 @@ impl Default for WorkloadSettings {
         Self {
             rotation_threshold_secs: 30 * DAY,
             kine_image: DEFAULT_KINE_IMAGE.into(),
+            key_algorithm: KeyAlgorithm::default(),
         }
     }
 }
@@ -109,6 +112,40 @@ fn invalid(reason: &'static str, message: impl Into<String>) -> Error {
     Error::Invalid {
         reason,
         message: message.into(),
+    }
+}
+
+/// The key type of every generated certificate and of the service-account key pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KeyAlgorithm {
+    /// ECDSA on P-256 (fast; the default).
+    #[default]
+    EcdsaP256,
+    /// RSA 2048 (for consumers that accept only RSA, like kubeadm's default).
+    Rsa2048,
+}
+
+/// A new private key of `alg`.
+pub fn new_key(alg: KeyAlgorithm) -> Result<KeyPair, Error> {
+    match alg {
+        KeyAlgorithm::EcdsaP256 => KeyPair::generate().map_err(pki_err),
+        KeyAlgorithm::Rsa2048 => {
+            use rsa::pkcs8::EncodePrivateKey as _;
+            let failed = |e: String| {
+                invalid(
+                    "CertificateGenerationFailed",
+                    format!("generating an RSA key failed: {e}"),
+                )
+            };
+            let key =
+                rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).map_err(|e| failed(e.to_string()))?;
+            let der = key.to_pkcs8_der().map_err(|e| failed(e.to_string()))?;
+            KeyPair::from_pkcs8_der_and_sign_algo(
+                &rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes()),
+                &rcgen::PKCS_RSA_SHA256,
+            )
+            .map_err(pki_err)
+        }
     }
 }
 
@@ -360,8 +397,8 @@ fn validity(params: &mut CertificateParams, now: i64, days: i64) -> Result<i64, 
     Ok(end)
 }
 
-fn new_ca(cn: &str, now: i64) -> Result<(String, String, i64), Error> {
-    let key = KeyPair::generate().map_err(pki_err)?;
+fn new_ca(cn: &str, now: i64, alg: KeyAlgorithm) -> Result<(String, String, i64), Error> {
+    let key = new_key(alg)?;
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err)?;
     params.distinguished_name.push(DnType::CommonName, cn);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -381,6 +418,7 @@ fn leaf(
     groups: &[&str],
     sans: Option<(&[String], &[IpAddr])>,
     now: i64,
+    alg: KeyAlgorithm,
 ) -> Result<(String, String, i64), Error> {
     let issuer =
         Issuer::from_ca_cert_pem(ca.0, KeyPair::from_pem(ca.1).map_err(pki_err)?).map_err(pki_err)?;
@@ -409,7 +447,7 @@ fn leaf(
         None => vec![ExtendedKeyUsagePurpose::ClientAuth],
     };
     let not_after = validity(&mut params, now, 365)?;
-    let key = KeyPair::generate().map_err(pki_err)?;
+    let key = new_key(alg)?;
     let cert = params.signed_by(&key, &issuer).map_err(pki_err)?;
     Ok((cert.pem(), key.serialize_pem(), not_after))
 }
@@ -536,6 +574,7 @@ pub fn pki(
     settings: &WorkloadSettings,
     now: i64,
 ) -> Result<Pki, Error> {
+    let alg = settings.key_algorithm;
     let mut b = PkiBuilder {
         tcp,
         existing,
@@ -552,7 +591,7 @@ pub fn pki(
         &["ca.crt", "ca.key", "tls.crt", "tls.key"],
         sha(&["ca", "v1"]),
         || {
-            let (cert, key, not_after) = new_ca("kubernetes", now)?;
+            let (cert, key, not_after) = new_ca("kubernetes", now, alg)?;
             Ok(Material {
                 data: BTreeMap::from([
                     ("ca.crt".into(), cert.clone()),
@@ -571,7 +610,7 @@ pub fn pki(
         &["front-proxy-ca.crt", "front-proxy-ca.key"],
         sha(&["front-proxy-ca", "v1"]),
         || {
-            let (cert, key, not_after) = new_ca("front-proxy-ca", now)?;
+            let (cert, key, not_after) = new_ca("front-proxy-ca", now, alg)?;
             Ok(Material {
                 data: BTreeMap::from([
                     ("front-proxy-ca.crt".into(), cert),
@@ -588,7 +627,7 @@ pub fn pki(
         &["sa.pub", "sa.key"],
         sha(&["sa", "v1"]),
         || {
-            let key = KeyPair::generate().map_err(pki_err)?;
+            let key = new_key(alg)?;
             Ok(Material {
                 data: BTreeMap::from([
                     ("sa.pub".into(), key.public_key_pem()),
@@ -616,6 +655,7 @@ pub fn pki(
                 &[],
                 Some((&dns, &ips)),
                 now,
+                alg,
             )?;
             Ok(Material {
                 data: BTreeMap::from([("apiserver.crt".into(), cert), ("apiserver.key".into(), key)]),
@@ -635,6 +675,7 @@ pub fn pki(
                 &["kubeadm:cluster-admins"],
                 None,
                 now,
+                alg,
             )?;
             Ok(Material {
                 data: BTreeMap::from([
@@ -651,7 +692,8 @@ pub fn pki(
         &["front-proxy-client.crt", "front-proxy-client.key"],
         sha(&["front-proxy-client", &fp_cert]),
         || {
-            let (cert, key, not_after) = leaf((&fp_cert, &fp_key), "front-proxy-client", &[], None, now)?;
+            let (cert, key, not_after) =
+                leaf((&fp_cert, &fp_key), "front-proxy-client", &[], None, now, alg)?;
             Ok(Material {
                 data: BTreeMap::from([
                     ("front-proxy-client.crt".into(), cert),
@@ -713,7 +755,7 @@ pub fn pki(
             &[key_name],
             sha(&["kubeconfig", user, server, &ca_cert]),
             || {
-                let (cert, key, not_after) = leaf((&ca_cert, &ca_key), user, groups, None, now)?;
+                let (cert, key, not_after) = leaf((&ca_cert, &ca_key), user, groups, None, now, alg)?;
                 Ok(Material {
                     data: BTreeMap::from([(
                         key_name.to_string(),

@@ -428,3 +428,64 @@ fn version_state_order() {
         KubernetesVersionState::Sleeping
     );
 }
+
+#[test]
+fn rsa_2048_is_selectable_for_every_generated_key() {
+    use x509_parser::{pem::parse_x509_pem, public_key::PublicKey};
+    let settings = WorkloadSettings {
+        key_algorithm: KeyAlgorithm::Rsa2048,
+        ..Default::default()
+    };
+    let t = tcp(BASE);
+    let pki = pki(&t, &BTreeMap::new(), Some("10.96.0.10"), &settings, NOW).unwrap();
+    let data = |secret: &str, key: &str| -> String {
+        let s = pki
+            .secrets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(secret))
+            .unwrap_or_else(|| panic!("{secret}"));
+        String::from_utf8(s.data.as_ref().unwrap()[key].0.clone()).unwrap()
+    };
+    for (secret, key) in [
+        ("cp-ca", "ca.crt"),
+        ("cp-api-server-certificate", "apiserver.crt"),
+        (
+            "cp-api-server-kubelet-client-certificate",
+            "apiserver-kubelet-client.crt",
+        ),
+        ("cp-front-proxy-ca-certificate", "front-proxy-ca.crt"),
+        ("cp-front-proxy-client-certificate", "front-proxy-client.crt"),
+    ] {
+        let pem = data(secret, key);
+        let (_, pem) = parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let spki = cert.public_key();
+        match spki.parsed().unwrap() {
+            PublicKey::RSA(rsa) => assert_eq!((secret, rsa.key_size()), (secret, 2048)),
+            other => panic!("{secret}: {other:?}"),
+        }
+        // sha256WithRSAEncryption
+        assert_eq!(
+            cert.signature_algorithm.algorithm.to_id_string(),
+            "1.2.840.113549.1.1.11",
+            "{secret}"
+        );
+    }
+    use rsa::pkcs8::DecodePrivateKey as _;
+    let sa = rsa::PrivateKey::from_pkcs8_pem(&data("cp-sa-certificate", "sa.key")).unwrap();
+    assert_eq!(rsa::traits::PublicKeyParts::size(&sa), 256);
+
+    // The default stays ECDSA P-256.
+    let ec = super::pki(&t, &BTreeMap::new(), None, &WorkloadSettings::default(), NOW).unwrap();
+    let pem = ec
+        .secrets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some("cp-ca"))
+        .unwrap();
+    let pem = String::from_utf8(pem.data.as_ref().unwrap()["ca.crt"].0.clone()).unwrap();
+    let (_, pem) = parse_x509_pem(pem.as_bytes()).unwrap();
+    assert!(matches!(
+        pem.parse_x509().unwrap().public_key().parsed().unwrap(),
+        PublicKey::EC(_)
+    ));
+}

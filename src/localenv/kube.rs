@@ -111,7 +111,7 @@ impl LocalKube {
                 format!("--service-account-issuer=https://127.0.0.1:{p}/"),
                 format!("--service-account-key-file={}", sa_pub_file.display()),
                 format!("--service-account-signing-key-file={}", sa_key_file.display()),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--service-cluster-ip-range=10.0.0.0/16".into(),
                 "--authorization-mode=RBAC".into(),
                 "--disable-admission-plugins=ServiceAccount".into(),
                 "--allow-privileged=true".into(),

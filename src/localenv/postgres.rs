@@ -85,6 +85,9 @@ impl LocalPostgres {
                     "-c",
                     "shared_buffers=128MB",
                 ])
+                // Statement counts for tests that assert how many SQL statements a request runs
+                // (`create extension pg_stat_statements` in the database that needs them).
+                .args(["-c", "shared_preload_libraries=pg_stat_statements"])
                 .user(user.clone());
             let mut child = ChildProcess::spawn(&spec, &log)?;
             let url = format!("postgres://postgres@127.0.0.1:{}/postgres", port.port());

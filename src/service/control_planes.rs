@@ -8,8 +8,8 @@ use uuid::Uuid;
 use super::{
     Ctx, OnConflict, Result, ServiceError,
     model::{
-        Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference, Operation,
-        Placement, PlacementOverride, UpdateControlPlane,
+        Accepted, AuditEntry, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference,
+        Operation, Placement, PlacementOverride, UpdateControlPlane,
     },
     tenant_for,
 };
@@ -233,16 +233,113 @@ pub async fn create(
 
 /// One control plane.
 pub async fn get(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<ControlPlane> {
+    Ok(get_with_tenant(ctx, who, slug, id).await?.1)
+}
+
+/// One control plane and its tenant's id (for batch loads that follow, e.g. GraphQL DataLoaders).
+pub async fn get_with_tenant(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    id: &str,
+) -> Result<(Uuid, ControlPlane)> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     let id = super::parse_id(id, "control plane")?;
     let row = store::control_planes::get(&ctx.db, tenant.id, id)
         .await?
         .ok_or(ServiceError::NotFound("control plane"))?;
-    with_placements(ctx, tenant.id, vec![row])
+    let cp = with_placements(ctx, tenant.id, vec![row])
         .await?
         .into_iter()
         .next()
-        .ok_or(ServiceError::NotFound("control plane"))
+        .ok_or(ServiceError::NotFound("control plane"))?;
+    Ok((tenant.id, cp))
+}
+
+/// A live control plane with its placement, without an authorization check: for the event hub, which
+/// only hands it to subscribers authorized for `tenant`.
+pub(crate) async fn load_unchecked(
+    db: &sqlx::PgPool,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<ControlPlane>> {
+    let Some(row) = store::control_planes::get(db, tenant, id).await? else {
+        return Ok(None);
+    };
+    Ok(with_placements_in(db, tenant, vec![row])
+        .await?
+        .into_iter()
+        .next())
+}
+
+/// How many operations and audit entries a batch load returns per control plane.
+pub const RECENT: i64 = 20;
+
+/// Refuses batch loads for a tenant the caller does not see (never distinguishes missing from hidden).
+fn visible(who: &Principal, tenant: Uuid) -> Result<()> {
+    if who.sees(tenant) {
+        Ok(())
+    } else {
+        Err(ServiceError::NotFound("control plane"))
+    }
+}
+
+/// The newest operation of each of `tenant`'s control planes in `ids` (one query for a page).
+pub async fn latest_operations(
+    ctx: &Ctx,
+    who: &Principal,
+    tenant: Uuid,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Operation>> {
+    visible(who, tenant)?;
+    Ok(store::control_planes::latest_operations(&ctx.db, tenant, ids)
+        .await?
+        .into_iter()
+        .map(|row| (row.control_plane_id, operation_model(row)))
+        .collect())
+}
+
+/// The [`RECENT`] newest operations of each of `tenant`'s control planes in `ids`, newest first.
+pub async fn recent_operations(
+    ctx: &Ctx,
+    who: &Principal,
+    tenant: Uuid,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Vec<Operation>>> {
+    visible(who, tenant)?;
+    let mut out: std::collections::HashMap<Uuid, Vec<Operation>> = std::collections::HashMap::new();
+    for row in store::control_planes::recent_operations(&ctx.db, tenant, ids, RECENT).await? {
+        out.entry(row.control_plane_id)
+            .or_default()
+            .push(operation_model(row));
+    }
+    Ok(out)
+}
+
+/// The [`RECENT`] newest audit entries about each of `tenant`'s control planes in `ids`, newest first.
+pub async fn audit_entries(
+    ctx: &Ctx,
+    who: &Principal,
+    tenant: Uuid,
+    ids: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, Vec<AuditEntry>>> {
+    visible(who, tenant)?;
+    let targets: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    let mut out: std::collections::HashMap<Uuid, Vec<AuditEntry>> = std::collections::HashMap::new();
+    for row in store::audit_for(&ctx.db, tenant, "control-plane", &targets, RECENT).await? {
+        let Ok(id) = Uuid::parse_str(&row.target_id) else {
+            continue;
+        };
+        out.entry(id).or_default().push(AuditEntry {
+            id: row.id,
+            actor: row.actor,
+            action: row.action,
+            request_id: row.request_id,
+            details: row.details,
+            created_at: row.created_at,
+        });
+    }
+    Ok(out)
 }
 
 /// Filters of a list request.
@@ -258,6 +355,11 @@ pub struct ListFilter {
     pub cursor: Option<String>,
     /// Page size (1–100, default 20).
     pub limit: Option<i64>,
+}
+
+/// The cursor that continues a list after `cp` (what `nextCursor` is for a page's last item).
+pub fn cursor_after(cp: &ControlPlane) -> String {
+    encode_cursor(cp.created_at, cp.id)
 }
 
 fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
@@ -277,6 +379,16 @@ fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), Fie
 
 /// A page of control planes, stable order `(createdAt, id)`.
 pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) -> Result<ControlPlanePage> {
+    Ok(list_with_tenant(ctx, who, slug, filter).await?.1)
+}
+
+/// The same, with the tenant's id (for batch loads that follow).
+pub async fn list_with_tenant(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    filter: ListFilter,
+) -> Result<(Uuid, ControlPlanePage)> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     let mut errors = Vec::new();
     let limit = filter.limit.unwrap_or(20);
@@ -321,10 +433,11 @@ pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) ->
     } else {
         None
     };
-    Ok(ControlPlanePage {
+    let page = ControlPlanePage {
         items: with_placements(ctx, tenant.id, rows).await?,
         next_cursor,
-    })
+    };
+    Ok((tenant.id, page))
 }
 
 /// Changes version, replicas or labels; `if_match` is the caller's ETag.

@@ -264,3 +264,30 @@ pub async fn set_cordoned(
     .await?;
     get(ctx, who, name).await
 }
+
+/// How many control planes use each named DataStore, as primary or override (platform admin; one query).
+pub async fn used_by(
+    ctx: &Ctx,
+    who: &Principal,
+    names: &[String],
+) -> Result<std::collections::HashMap<String, i64>> {
+    platform_admin(who)?;
+    Ok(store::datastores::used_by(&ctx.db, names)
+        .await?
+        .into_iter()
+        .collect())
+}
+
+/// Per named pool: `(DataStores, control planes using them)` (platform admin; one query).
+pub async fn pool_usage(
+    ctx: &Ctx,
+    who: &Principal,
+    names: &[String],
+) -> Result<std::collections::HashMap<String, (i64, i64)>> {
+    platform_admin(who)?;
+    Ok(store::datastores::pool_usage(&ctx.db, names)
+        .await?
+        .into_iter()
+        .map(|(name, datastores, used_by)| (name, (datastores, used_by)))
+        .collect())
+}

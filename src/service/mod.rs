@@ -2,6 +2,7 @@
 
 pub mod control_planes;
 pub mod datastores;
+pub mod events;
 pub mod model;
 pub mod placement;
 pub mod tenants;

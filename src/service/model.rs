@@ -444,3 +444,21 @@ pub struct Viewer {
     /// Token expiry.
     pub expires_at: DateTime<Utc>,
 }
+
+/// An audit-log entry about a resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who (`role:subject(jti)`).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`.
+    pub action: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    pub details: serde_json::Value,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}

@@ -2,7 +2,7 @@
 
 use super::{
     Ctx, OnConflict, Result, ServiceError,
-    model::{CreateTenant, Tenant},
+    model::{CreateTenant, Tenant, Viewer},
     platform_admin, tenant_for,
 };
 use crate::{
@@ -75,4 +75,18 @@ pub async fn list(ctx: &Ctx, who: &Principal) -> Result<Vec<Tenant>> {
 /// One tenant, for anyone in it.
 pub async fn get(ctx: &Ctx, who: &Principal, slug: &str) -> Result<Tenant> {
     Ok(to_model(tenant_for(ctx, who, slug, Role::TenantViewer).await?))
+}
+
+/// The caller: token id, tenant slug (none for platform admins), role and token expiry.
+pub async fn viewer(ctx: &Ctx, who: &Principal) -> Result<Viewer> {
+    let tenant = match who.tenant_id {
+        Some(id) => store::tenants::slug_of(&ctx.db, id).await?,
+        None => None,
+    };
+    Ok(Viewer {
+        token_id: who.jti,
+        tenant,
+        role: who.role,
+        expires_at: who.expires_at,
+    })
 }

@@ -195,8 +195,16 @@ pub async fn rotate_signing_key(
 
 /// Authenticates a bearer token: signature, claims, key ownership and the revocation list.
 pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Principal, TokenError> {
+    if let Some(iss) = auth::peek_issuer(token).filter(|iss| *iss != ctx.tokens.issuer)
+        && ctx.tokens.external.knows(&iss)
+    {
+        return authenticate_external(ctx, &iss, token).await;
+    }
     let kid = auth::token_kid(token)?;
-    let key = keys::verifying(&ctx.db, &kid)
+    let key = ctx
+        .tokens
+        .verifying_keys
+        .get(&ctx.db, &kid)
         .await
         .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::UnknownKey)?;
@@ -223,5 +231,45 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
         role: claims.role,
         subject: claims.sub,
         expires_at: row.expires_at,
+    })
+}
+
+/// Authenticates a token of an external OIDC issuer: its signature and claims, then the tenant its
+/// claims name. Revocation is the issuer's (tokens are short-lived); the principal's id is derived
+/// from the issuer and the token's `jti` (else its subject and expiry) for the audit log.
+async fn authenticate_external(
+    ctx: &Ctx,
+    iss: &str,
+    token: &str,
+) -> std::result::Result<Principal, TokenError> {
+    let identity = ctx.tokens.external.verify(iss, token).await?;
+    let tenant_id = match &identity.tenant {
+        None => None,
+        Some(slug) => Some(
+            store::tenants::by_slug(&ctx.db, slug)
+                .await
+                .map_err(|_| TokenError::Unavailable)?
+                .ok_or(TokenError::Invalid("the token's tenant does not exist"))?
+                .id,
+        ),
+    };
+    let handle = format!(
+        "{}\n{}",
+        identity.issuer,
+        identity.jti.clone().unwrap_or_else(|| format!(
+            "{}@{}",
+            identity.subject,
+            identity.expires_at.timestamp()
+        ))
+    );
+    let digest = ring::digest::digest(&ring::digest::SHA256, handle.as_bytes());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest.as_ref()[..16]);
+    Ok(Principal {
+        jti: uuid::Builder::from_random_bytes(id).into_uuid(),
+        tenant_id,
+        role: identity.role,
+        subject: format!("{}@{}", identity.subject, identity.issuer),
+        expires_at: identity.expires_at,
     })
 }

@@ -347,3 +347,45 @@ pub async fn enqueue(
     .fetch_one(&mut *tx)
     .await?)
 }
+
+/// The newest operation of each of `tenant`'s control planes in `ids` (one query for a whole page).
+pub async fn latest_operations(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    ids: &[Uuid],
+) -> Result<Vec<OperationRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        OperationRow,
+        "select distinct on (control_plane_id)
+                id, tenant_id, control_plane_id, kind, state, error, request_id, created_at, updated_at
+         from operations where tenant_id = $1 and control_plane_id = any($2)
+         order by control_plane_id, created_at desc, id desc",
+        tenant,
+        ids
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// The `per` newest operations of each of `tenant`'s control planes in `ids`, newest first (one query).
+pub async fn recent_operations(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    ids: &[Uuid],
+    per: i64,
+) -> Result<Vec<OperationRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        OperationRow,
+        r#"select id as "id!", tenant_id as "tenant_id!", control_plane_id as "control_plane_id!", kind as "kind!",
+                  state as "state!", error, request_id, created_at as "created_at!", updated_at as "updated_at!"
+           from (select o.*, row_number() over (partition by control_plane_id order by created_at desc, id desc) as n
+                 from operations o where tenant_id = $1 and control_plane_id = any($2)) r
+           where n <= $3
+           order by control_plane_id, created_at desc, id desc"#,
+        tenant,
+        ids,
+        per
+    )
+    .fetch_all(db)
+    .await?)
+}

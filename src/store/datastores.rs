@@ -171,3 +171,45 @@ pub async fn set_cordoned(db: impl PgExecutor<'_>, name: &str, cordoned: bool) -
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// How many control planes use each named DataStore, as primary or override: `(name, count)`.
+pub async fn used_by(db: impl PgExecutor<'_>, names: &[String]) -> Result<Vec<(String, i64)>, StoreError> {
+    let rows = sqlx::query!(
+        r#"select d.name, count(distinct u.control_plane_id) as "used_by!"
+           from datastores d
+           left join (select datastore_id, control_plane_id from placements
+                      union all select datastore_id, control_plane_id from placement_overrides) u
+             on u.datastore_id = d.id
+           where d.name = any($1)
+           group by d.name"#,
+        names
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.name, r.used_by)).collect())
+}
+
+/// Per named pool: how many DataStores it has and how many control planes use them: `(name, datastores,
+/// used by)`.
+pub async fn pool_usage(
+    db: impl PgExecutor<'_>,
+    names: &[String],
+) -> Result<Vec<(String, i64, i64)>, StoreError> {
+    let rows = sqlx::query!(
+        r#"select p.name, count(distinct d.id) as "datastores!", count(distinct u.control_plane_id) as "used_by!"
+           from pools p
+           left join datastores d on d.pool_id = p.id
+           left join (select datastore_id, control_plane_id from placements
+                      union all select datastore_id, control_plane_id from placement_overrides) u
+             on u.datastore_id = d.id
+           where p.name = any($1)
+           group by p.name"#,
+        names
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.name, r.datastores, r.used_by))
+        .collect())
+}

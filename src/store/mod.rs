@@ -62,3 +62,48 @@ pub async fn audit(
     .await?;
     Ok(())
 }
+
+/// An audit row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who did it (`role:subject(jti)`).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`.
+    pub action: String,
+    /// The target's id.
+    pub target_id: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    pub details: serde_json::Value,
+    /// When.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The `per` newest audit rows of `tenant` about each target in `target_ids` of `target_kind`, newest
+/// first (one query for a whole page).
+pub async fn audit_for(
+    db: impl sqlx::PgExecutor<'_>,
+    tenant: Uuid,
+    target_kind: &str,
+    target_ids: &[String],
+    per: i64,
+) -> Result<Vec<AuditRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        AuditRow,
+        r#"select id as "id!", actor as "actor!", action as "action!", target_id as "target_id!", request_id,
+                  details as "details!", created_at as "created_at!"
+           from (select a.*, row_number() over (partition by target_id order by id desc) as n
+                 from audit_log a where tenant_id = $1 and target_kind = $2 and target_id = any($3)) r
+           where n <= $4
+           order by target_id, id desc"#,
+        tenant,
+        target_kind,
+        target_ids,
+        per
+    )
+    .fetch_all(db)
+    .await?)
+}

@@ -63,3 +63,10 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<TenantRow>, StoreError>
     .fetch_all(db)
     .await?)
 }
+
+/// The slug of tenant `id`.
+pub async fn slug_of(db: impl PgExecutor<'_>, id: Uuid) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar!("select slug from tenants where id = $1", id)
+        .fetch_optional(db)
+        .await?)
+}

@@ -187,6 +187,17 @@ impl Env {
         self.tcps().create(&PostParams::default(), &tcp).await.unwrap()
     }
 
+    /// Waits until DataStore `name` lists exactly `expected` in `status.usedBy`.
+    async fn used_by(&self, name: &str, expected: &[&str]) {
+        let api = self.datastores();
+        let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+        eventually(&format!("DataStore {name} usedBy {expected:?}"), WAIT, || {
+            let (api, expected) = (api.clone(), expected.clone());
+            async move { (api.get_opt(name).await.ok()??.status?.used_by == expected).then_some(()) }
+        })
+        .await;
+    }
+
     async fn ds_condition(&self, name: &str, type_: &str, status: &str) -> Condition {
         let api = self.datastores();
         eventually(&format!("DataStore {name} {type_}={status}"), WAIT, || {
@@ -371,9 +382,8 @@ async fn etcd_tenant_gets_a_user_role_and_certificate_and_loses_them_when_delete
         ("TenantControlPlane", uid.as_str())
     );
 
-    // usedBy lists the TCP.
-    let used_by = env.datastores().get(&ds).await.unwrap().status.unwrap().used_by;
-    assert_eq!(used_by, vec![format!("{}/cp", env.ns)]);
+    // usedBy lists the TCP (the DataStore reconcile is debounced, so it may lag a moment).
+    env.used_by(&ds, &[&format!("{}/cp", env.ns)]).await;
 
     env.delete_tcp_and_wait("cp").await;
     let (role, user) = etcd_auth(&etcd, &uid);
@@ -700,15 +710,7 @@ async fn overrides_are_provisioned_hold_their_datastore_and_are_cleaned_after_re
         .unwrap();
 
     // The override DataStore lists the TCP and refuses to go while it is used.
-    let used_by = env
-        .datastores()
-        .get(&events)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .used_by;
-    assert_eq!(used_by, vec![format!("{}/cp", env.ns)]);
+    env.used_by(&events, &[&format!("{}/cp", env.ns)]).await;
     env.datastores()
         .delete(&events, &DeleteParams::default())
         .await

@@ -316,6 +316,61 @@ fn values_typos_are_rejected_by_the_schema_naming_the_field() {
     assert!(!ok && err.contains("/datastore/driver"), "{err}");
 }
 
+#[test]
+fn external_issuers_render_into_a_configmap_that_serve_reads() {
+    let chart = chart();
+    let issuers = r#"[{"issuer":"https://login.example.com","audience":"tenantplane","tenantClaim":"org.tenant","roleClaim":"groups","roleMap":{"devs":"tenant-member"}}]"#;
+    let set = format!("auth.externalIssuers={issuers}");
+    let (ok, out, err) = helm(&["template", "tp", &chart, "--set-json", &set]);
+    assert!(ok, "{err}");
+    let docs = documents(&out);
+    let config_map = docs
+        .iter()
+        .find(|d| kind_of(d) == "ConfigMap" && name_of(d) == "tp-tenantplane-oidc-issuers")
+        .expect("the issuers ConfigMap");
+    // The rendered file is what `serve` loads, and it passes the same validation.
+    let file = config_map["data"]["issuers.yaml"].as_str().unwrap();
+    let dir = localenv::scratch_dir("helm-oidc").unwrap();
+    let path = dir.join("issuers.yaml");
+    std::fs::write(&path, file).unwrap();
+    let loaded = tenantplane::auth::external::load(&path, "tenantplane").unwrap();
+    assert_eq!(
+        (
+            loaded.len(),
+            loaded[0].issuer.as_str(),
+            loaded[0].tenant_claim.as_str()
+        ),
+        (1, "https://login.example.com", "org.tenant")
+    );
+    let serve = docs
+        .iter()
+        .find(|d| kind_of(d) == "Deployment" && name_of(d) == "tp-tenantplane-serve")
+        .unwrap();
+    let container = &serve["spec"]["template"]["spec"]["containers"][0];
+    let env = container["env"].as_sequence().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "TENANTPLANE_OIDC_ISSUERS_FILE"
+        && e["value"] == "/etc/tenantplane/oidc/issuers.yaml"));
+    assert!(
+        container["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/tenantplane/oidc")
+    );
+
+    // Without issuers there is neither the ConfigMap nor the variable.
+    let (ok, out, _) = helm(&["template", "tp", &chart]);
+    assert!(ok && !out.contains("oidc-issuers") && !out.contains("TENANTPLANE_OIDC_ISSUERS_FILE"));
+
+    // A typo in an issuer is refused by the schema.
+    let typo = r#"auth.externalIssuers=[{"issuer":"https://x","audience":"a","tenantClaim":"t","roleClaim":"r","jwksUri":"https://x/k"}]"#;
+    let (ok, _, err) = helm(&["template", "tp", &chart, "--set-json", typo]);
+    assert!(
+        !ok && err.contains("jwksUri") && err.contains("/auth/externalIssuers/0"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn chart_installs_into_the_test_cluster_with_every_object_present() {
     support::crds_installed();

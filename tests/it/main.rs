@@ -10,6 +10,7 @@ mod controller;
 mod crds;
 mod datastore;
 mod e2e;
+mod graphql;
 mod helm;
 mod serve;
 mod smoke;

@@ -149,3 +149,33 @@ async fn serve_refuses_to_start_without_an_encryption_key_on_a_real_database() {
         "the error leaks the database URL: {stderr}"
     );
 }
+
+#[tokio::test]
+async fn serve_refuses_an_external_issuer_that_would_accept_hmac() {
+    let url = support::fresh_database("oidcbad").await;
+    let dir = tenantplane::localenv::scratch_dir("oidc-bad").unwrap();
+    let file = dir.join("issuers.yaml");
+    std::fs::write(
+        &file,
+        "- issuer: https://login.example.com\n  audience: tp\n  tenantClaim: t\n  roleClaim: r\n  algorithms: [HS256]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("DATABASE_URL", url)
+        .env(
+            "TENANTPLANE_ENCRYPTION_KEY",
+            tenantplane::auth::keys::ServerKey::generate_base64().unwrap(),
+        )
+        .env("TENANTPLANE_OIDC_ISSUERS_FILE", &file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "external issuer \"https://login.example.com\": HMAC algorithms (HS*) are refused: an external issuer signs with a private key"
+        ),
+        "{stderr}"
+    );
+}

@@ -82,23 +82,29 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
     ])
 }
 
-struct Fixture {
-    app: App,
-    slug: String,
-    cp_id: String,
-    op_id: String,
-    token_id: String,
-    tokens: BTreeMap<Role, String>,
-    other_tenant_admin: String,
-    forged: Vec<(&'static str, String)>,
+/// A tenant with a control plane and tokens of every role, another tenant's admin, and forged tokens.
+pub struct Fixture {
+    pub app: App,
+    pub slug: String,
+    pub cp_id: String,
+    pub op_id: String,
+    pub token_id: String,
+    pub tokens: BTreeMap<Role, String>,
+    pub other_tenant_admin: String,
+    pub forged: Vec<(&'static str, String)>,
 }
 
 fn b64(v: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v)
 }
 
-async fn fixture() -> Fixture {
-    let app = spawn_app().await;
+/// The fixture on a fresh app (shared with the GraphQL matrix).
+pub async fn fixture() -> Fixture {
+    fixture_on(spawn_app().await).await
+}
+
+/// The fixture on `app`.
+pub async fn fixture_on(app: App) -> Fixture {
     let slug = app.tenant("matrix").await;
     let other = app.tenant("intruder").await;
     let mut tokens = BTreeMap::new();
@@ -279,7 +285,7 @@ fn body(method: &str, template: &str) -> Option<Value> {
     }
 }
 
-fn role_below(role: Role) -> Option<Role> {
+pub fn role_below(role: Role) -> Option<Role> {
     match role {
         Role::TenantAdmin => Some(Role::TenantMember),
         Role::TenantMember => Some(Role::TenantViewer),

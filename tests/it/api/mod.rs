@@ -1,8 +1,9 @@
 //! The REST API over real HTTP against real PostgreSQL.
 
-mod auth_matrix;
+pub mod auth_matrix;
 mod control_planes;
 mod errors;
+mod external_issuers;
 mod placement;
 mod tokens;
 
@@ -36,6 +37,28 @@ pub async fn spawn_app() -> App {
 
 /// The same, with a management-cluster client for kubeconfig downloads.
 pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
+    spawn_app_configured(kube, Default::default()).await
+}
+
+/// The same, also accepting tokens of external OIDC issuers.
+pub async fn spawn_app_configured(
+    kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
+) -> App {
+    spawn_app_full(kube, external, Default::default()).await
+}
+
+/// The same, with GraphQL settings.
+pub async fn spawn_app_with_graphql(graphql: tenantplane::api::graphql::GraphqlSettings) -> App {
+    spawn_app_full(None, Default::default(), graphql).await
+}
+
+/// Every knob.
+pub async fn spawn_app_full(
+    kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
+    graphql: tenantplane::api::graphql::GraphqlSettings,
+) -> App {
     tenantplane::localenv::install_crypto_provider();
     let url = support::fresh_database("api").await;
     let db = sqlx::postgres::PgPoolOptions::new()
@@ -51,6 +74,8 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         tokens: TokenSettings {
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
+            external,
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),
@@ -61,6 +86,7 @@ pub async fn spawn_app_with(kube: Option<kube::Client>) -> App {
         metrics: Arc::new(api::metrics::Metrics::default()),
         public_url: "https://tenantplane.test".into(),
         max_body_bytes: 64 * 1024,
+        graphql,
     };
     // A default pool with room for everything, so control planes always find a DataStore.
     let pool = store::datastores::insert_pool(&ctx.db, "default", "spread", &json!({}))

@@ -234,6 +234,8 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
         tokens: tenantplane::auth::TokenSettings {
             issuer: "https://tenantplane.test".into(),
             audience: "tenantplane".into(),
+            external: Default::default(),
+            verifying_keys: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),

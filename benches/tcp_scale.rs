@@ -1,0 +1,409 @@
+//! TenantControlPlane reconcile at scale (issue 9): `cargo bench --bench tcp_scale` (N from
+//! `TCP_BENCH_N`, default 1000).
+//!
+//! Starts its own kube-apiserver (with its etcd) and a second, TLS + auth etcd as the one shared
+//! DataStore, then runs the release `tenantplane controller` as a child process (concurrency 16, leader
+//! election off). A stand-in for the kubelet and the deployment controller marks every Deployment
+//! available as soon as it appears. It creates N TenantControlPlanes (16 at a time) and measures the
+//! time until every one is `Ready` with all its objects, the controller's peak RSS, and then a bare
+//! client creating the same objects (11 Secrets, a Service and a Deployment per TCP, 16 at a time) as
+//! the write limit of this apiserver.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark binary panics on setup failures"
+)]
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt as _, TryStreamExt as _, stream};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        apps::v1::Deployment,
+        core::v1::{Namespace, Secret, Service},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, ResourceExt as _,
+    api::{Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt as _, watcher},
+};
+use serde_json::json;
+use tenantplane::{
+    controller::workload,
+    k8s::crd::{DataStore, TenantControlPlane, all_crds},
+    localenv::{
+        self,
+        etcd::{EtcdOptions, LocalEtcd},
+        kube::{KubeOptions, LocalKube},
+        pki::TinyCa,
+        ports,
+        process::{ChildProcess, Spec},
+    },
+};
+
+/// Namespace of the TenantControlPlanes the controller reconciles.
+const NS: &str = "bench";
+/// Namespace of the bare client's objects.
+const BARE_NS: &str = "bench-bare";
+/// Requests in flight while creating (TCPs, and the bare client's object sets).
+const CONCURRENCY: usize = 16;
+/// Upstream Kamaji's published rate: 100 TCPs in about 7 min 30 s.
+const UPSTREAM_TCP_PER_SECOND: f64 = 100.0 / 450.0;
+
+fn vm_hwm_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+async fn install_crds(kube: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    for (_, crd) in all_crds() {
+        let name = crd.name_any();
+        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap();
+        loop {
+            let established = api
+                .get(&name)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+async fn namespace(kube: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(kube.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// The DataStore on the TLS etcd, with its credentials in a Secret.
+async fn datastore(kube: &kube::Client, etcd: &LocalEtcd) {
+    let tls = etcd.tls().unwrap();
+    let data: BTreeMap<String, ByteString> = [
+        ("ca.crt", &tls.ca.cert_pem),
+        ("ca.key", &tls.ca.key_pem),
+        ("root.crt", &tls.root_client.cert_pem),
+        ("root.key", &tls.root_client.key_pem),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+    .collect();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("bench-etcd-tls".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(kube.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let sref =
+        |key: &str| json!({"secretReference": {"name": "bench-etcd-tls", "namespace": NS, "keyPath": key}});
+    let ds: DataStore = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
+        "metadata": {"name": "bench-etcd"},
+        "spec": {
+            "driver": "etcd",
+            "endpoints": [etcd.endpoint()],
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": sref("ca.crt"), "privateKey": sref("ca.key")},
+                "clientCertificate": {"certificate": sref("root.crt"), "privateKey": sref("root.key")},
+            },
+        },
+    }))
+    .unwrap();
+    Api::<DataStore>::all(kube.clone())
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap();
+}
+
+fn tcp(name: &str, namespace: &str) -> TenantControlPlane {
+    serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "dataStore": "bench-etcd",
+            "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": "v1.34.0", "kubelet": {}},
+        },
+    }))
+    .unwrap()
+}
+
+/// Plays kubelet + deployment controller: every Deployment of `NS` becomes available at once.
+async fn mark_deployments_available(kube: kube::Client) {
+    let api: Api<Deployment> = Api::namespaced(kube, NS);
+    let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()).applied_objects());
+    while let Ok(Some(d)) = events.try_next().await {
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let generation = d.metadata.generation;
+        let status = d.status.clone().unwrap_or_default();
+        if status.observed_generation == generation && status.available_replicas == Some(replicas) {
+            continue;
+        }
+        let patch = json!({"status": {
+            "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": replicas, "availableReplicas": replicas, "unavailableReplicas": 0,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                            "message": "bench", "lastUpdateTime": "2026-01-01T00:00:00Z",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        }});
+        let _ = api
+            .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+    }
+}
+
+/// (TCPs with any version status, TCPs Ready).
+async fn progress(api: &Api<TenantControlPlane>) -> (usize, usize) {
+    let list = api.list(&Default::default()).await.unwrap().items;
+    let state = |t: &TenantControlPlane| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.kubernetes_resources.as_ref())
+            .and_then(|k| k.version.as_ref())
+            .and_then(|v| v.status)
+            .map(|s| format!("{s:?}"))
+    };
+    let with_status = list.iter().filter(|t| state(t).is_some()).count();
+    let ready = list
+        .iter()
+        .filter(|t| state(t).as_deref() == Some("Ready"))
+        .count();
+    (with_status, ready)
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::var("TCP_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    localenv::install_crypto_provider();
+    let dir = localenv::scratch_dir("bench-tcp").unwrap();
+    let kube_etcd = LocalEtcd::start(dir.join("kube-etcd"), EtcdOptions::default())
+        .await
+        .unwrap();
+    let kube_server = LocalKube::start(dir.join("kube"), KubeOptions::new(kube_etcd.url()))
+        .await
+        .unwrap();
+    let kube = kube_server.client().await.unwrap();
+    install_crds(&kube).await;
+    namespace(&kube, NS).await;
+    namespace(&kube, BARE_NS).await;
+    let ca = TinyCa::new("bench-ca").unwrap();
+    let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
+        .await
+        .unwrap();
+    datastore(&kube, &etcd).await;
+
+    let metrics_port = ports::claim().unwrap();
+    let spec = Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane"))
+        .args([
+            "controller",
+            "--leader-election",
+            "false",
+            "--watch-namespace",
+            NS,
+        ])
+        .env("TENANTPLANE_KUBECONFIG", kube_server.kubeconfig_path())
+        .env(
+            "TENANTPLANE_METRICS_LISTEN",
+            format!("127.0.0.1:{}", metrics_port.port()),
+        )
+        .env("TENANTPLANE_CONTROLLER_CONCURRENCY", "16")
+        .env("RUST_LOG", "warn");
+    let controller = ChildProcess::spawn(&spec, &dir.join("controller.log")).unwrap();
+    tokio::spawn(mark_deployments_available(kube.clone()));
+
+    let datastores: Api<DataStore> = Api::all(kube.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !datastores
+        .get("bench-etcd")
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.ready)
+    {
+        assert!(Instant::now() < deadline, "the DataStore never became ready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rss_idle = vm_hwm_mib(controller.pid());
+
+    let tcps: Api<TenantControlPlane> = Api::namespaced(kube.clone(), NS);
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let tcps = tcps.clone();
+            async move {
+                tcps.create(&PostParams::default(), &tcp(&format!("cp-{i}"), NS))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let created = started.elapsed();
+    let mut last_report = Instant::now();
+    let mut with_status_at = None;
+    let ready = loop {
+        let (with_status, ready) = progress(&tcps).await;
+        if with_status == n && with_status_at.is_none() {
+            with_status_at = Some(started.elapsed());
+        }
+        if ready == n {
+            break ready;
+        }
+        if last_report.elapsed() > Duration::from_secs(15) {
+            eprintln!(
+                "progress after {:>5.0?}: {with_status}/{n} with status, {ready}/{n} Ready",
+                started.elapsed()
+            );
+            last_report = Instant::now();
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            break ready;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let all_ready = started.elapsed();
+    let rss_peak = vm_hwm_mib(controller.pid());
+    let deployments = Api::<Deployment>::namespaced(kube.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", metrics_port.port()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    drop(controller);
+
+    // The bare client: the same objects, written directly.
+    let template = {
+        let mut t = tcp("cp", BARE_NS);
+        t.metadata.uid = Some("00000000-0000-4000-8000-000000000000".into());
+        t
+    };
+    let pki = workload::pki(
+        &template,
+        &BTreeMap::new(),
+        None,
+        &Default::default(),
+        1_800_000_000,
+    )
+    .unwrap();
+    let view = workload::StorageView {
+        driver: tenantplane::k8s::crd::Driver::Etcd,
+        schema: "bench".into(),
+        endpoints: vec![etcd.endpoint()],
+        overrides: vec![],
+        config_checksum: String::new(),
+        certificate: None,
+    };
+    let bare_started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| {
+            let (kube, pki, view, template) = (kube.clone(), &pki, &view, &template);
+            async move {
+                let name = format!("cp-{i}");
+                let secrets: Api<Secret> = Api::namespaced(kube.clone(), BARE_NS);
+                // The 9 PKI/kubeconfig Secrets plus the datastore-config and datastore-certificate ones.
+                let mut all: Vec<Secret> = pki.secrets.clone();
+                all.push(pki.secrets[0].clone());
+                all.push(pki.secrets[1].clone());
+                for (j, mut s) in all.into_iter().enumerate() {
+                    s.metadata = kube::api::ObjectMeta {
+                        name: Some(format!("{name}-{j}")),
+                        ..Default::default()
+                    };
+                    secrets.create(&PostParams::default(), &s).await.unwrap();
+                }
+                let mut svc = workload::service(template).unwrap();
+                svc.metadata.name = Some(name.clone());
+                svc.metadata.owner_references = None;
+                Api::<Service>::namespaced(kube.clone(), BARE_NS)
+                    .create(&PostParams::default(), &svc)
+                    .await
+                    .unwrap();
+                let mut d = workload::deployment(template, view, pki, "v1.34.0", &Default::default())
+                    .unwrap()
+                    .deployment;
+                d.metadata.name = Some(name);
+                d.metadata.owner_references = None;
+                Api::<Deployment>::namespaced(kube.clone(), BARE_NS)
+                    .create(&PostParams::default(), &d)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+    let bare = bare_started.elapsed();
+
+    let rate = n as f64 / all_ready.as_secs_f64();
+    let bare_rate = n as f64 / bare.as_secs_f64();
+    println!("n = {n} TenantControlPlanes on one etcd DataStore, controller concurrency 16");
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| create requests done | {created:.1?} |");
+    println!(
+        "| every TCP has a version status | {} |",
+        with_status_at.map_or("never".into(), |d| format!("{d:.1?}"))
+    );
+    println!("| every TCP Ready (objects + status) | {all_ready:.1?} ({ready}/{n} Ready) |");
+    println!("| Deployments | {deployments} |");
+    println!("| controller TCP/s | {rate:.2} |");
+    println!("| bare client, same objects | {bare:.1?} = {bare_rate:.2} TCP/s |");
+    println!("| controller / bare client | {:.0} % |", 100.0 * rate / bare_rate);
+    println!(
+        "| controller / upstream Kamaji (0.22 TCP/s) | {:.0}x |",
+        rate / UPSTREAM_TCP_PER_SECOND
+    );
+    println!("| controller peak RSS (VmHWM) | {rss_idle:.1} MiB idle → {rss_peak:.1} MiB |");
+    let interesting: HashSet<&str> = [
+        "reconcile_errors_total{",
+        "reconciles_total{",
+        "phase_duration_seconds_sum",
+    ]
+    .into_iter()
+    .collect();
+    for line in metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && interesting.iter().any(|k| l.contains(k)))
+    {
+        println!("    {line}");
+    }
+}

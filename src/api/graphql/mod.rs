@@ -1,0 +1,534 @@
+//! The GraphQL API at `/graphql`: queries and mutations over HTTP (POST, and GET for queries), GraphiQL for
+//! browsers, and subscriptions over WebSocket (`graphql-transport-ws`, and `graphql-ws` for older clients).
+//!
+//! Every resolver calls the same `service` use-cases as REST, with the caller's [`Principal`]: the
+//! authorization rules, validation and transactions live there once. HTTP requests authenticate with the
+//! `Authorization` header (failures are `401` problem documents, as in REST); WebSocket connections with
+//! the token in `connection_init` (failures close the socket with `4403`).
+
+mod loader;
+mod mutation;
+mod query;
+mod subscription;
+pub mod types;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use async_graphql::{
+    Data, ErrorExtensions, Schema,
+    http::{GraphiQLSource, WebSocketProtocols as Protocols, WsMessage},
+    parser::types::OperationType,
+};
+use axum::{
+    Extension, Router,
+    body::Body,
+    extract::{
+        RawQuery, State,
+        ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
+    },
+    http::{HeaderMap, StatusCode, header},
+    response::{Html, IntoResponse, Response},
+    routing::get,
+};
+use futures_util::{SinkExt, StreamExt, future};
+use tokio::sync::Notify;
+
+pub use self::{mutation::Mutation, query::Query, subscription::Subscription};
+use super::{
+    AppState,
+    error::ApiError,
+    extract::{Auth, RequestId, bearer_token},
+};
+use crate::{
+    auth::{Principal, TokenError},
+    service::{self, Ctx, ServiceError, events::Hub},
+};
+
+/// The schema type.
+pub type AppSchema = Schema<Query, Mutation, Subscription>;
+
+/// The deepest query accepted.
+pub const MAX_DEPTH: usize = 10;
+/// WebSocket close code for a subscriber that fell further behind than the subscription buffer.
+pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
+/// How long one WebSocket frame may take to reach the client before the connection is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Live subscriptions one WebSocket connection may hold; one more closes it with `4400`.
+pub const MAX_SUBSCRIPTIONS: usize = 100;
+/// How long a WebSocket client has to send `connection_init`.
+const INIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// GraphQL limits and switches (`serve` flags).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GraphqlSettings {
+    /// Largest query complexity: every field costs 1, and `controlPlanes` multiplies its selection by the
+    /// page size.
+    #[arg(
+        long = "graphql-max-complexity",
+        env = "TENANTPLANE_GRAPHQL_MAX_COMPLEXITY",
+        default_value_t = 5000
+    )]
+    pub max_complexity: usize,
+    /// Serve introspection (`__schema`, `__type`); turn it off in production.
+    #[arg(long = "graphql-introspection", env = "TENANTPLANE_GRAPHQL_INTROSPECTION", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub introspection: bool,
+    /// Largest GraphQL request (POST body, GET query string or WebSocket message), in bytes.
+    #[arg(
+        long = "graphql-max-request-bytes",
+        env = "TENANTPLANE_GRAPHQL_MAX_REQUEST_BYTES",
+        default_value_t = 32768
+    )]
+    pub max_request_bytes: usize,
+    /// Events a subscriber may fall behind before it is disconnected (close code 4008).
+    #[arg(
+        long = "graphql-subscription-buffer",
+        env = "TENANTPLANE_GRAPHQL_SUBSCRIPTION_BUFFER",
+        default_value_t = 256
+    )]
+    pub subscription_buffer: usize,
+}
+
+impl Default for GraphqlSettings {
+    fn default() -> Self {
+        Self {
+            max_complexity: 5000,
+            introspection: true,
+            max_request_bytes: 32768,
+            subscription_buffer: 256,
+        }
+    }
+}
+
+/// The authenticated caller of a request or WebSocket connection.
+#[derive(Debug, Clone)]
+struct Caller(Principal);
+
+/// The request id of an HTTP request or of a WebSocket connection's upgrade request.
+#[derive(Debug, Clone)]
+struct RequestIdData(Option<String>);
+
+/// Set by a subscription whose subscriber fell behind; the connection then closes with
+/// [`CLOSE_SLOW_CONSUMER`].
+#[derive(Debug, Clone)]
+struct SlowConsumer(Arc<Notify>);
+
+/// The schema with its limits and shared data.
+pub fn schema(ctx: Ctx, settings: &GraphqlSettings) -> AppSchema {
+    let builder = Schema::build(Query, Mutation, Subscription)
+        .data(ctx)
+        .data(Hub::new(settings.subscription_buffer))
+        .limit_depth(MAX_DEPTH)
+        .limit_complexity(settings.max_complexity);
+    if settings.introspection {
+        builder.finish()
+    } else {
+        builder.disable_introspection().finish()
+    }
+}
+
+/// The SDL, as committed in `schema/schema.graphql` (`tenantplane sdl`).
+pub fn sdl() -> String {
+    Schema::build(Query, Mutation, Subscription).finish().sdl()
+}
+
+/// The caller and the use-case context, for resolvers.
+fn caller<'a>(ctx: &'a async_graphql::Context<'_>) -> async_graphql::Result<(&'a Ctx, &'a Principal)> {
+    let c = ctx.data::<Ctx>()?;
+    let who = ctx.data_opt::<Caller>().ok_or_else(|| {
+        async_graphql::Error::new(TokenError::Missing.to_string())
+            .extend_with(|_, e| e.set("code", "UNAUTHENTICATED"))
+    })?;
+    Ok((c, &who.0))
+}
+
+fn request_id(ctx: &async_graphql::Context<'_>) -> Option<String> {
+    ctx.data_opt::<RequestIdData>().and_then(|r| r.0.clone())
+}
+
+/// A service error as a GraphQL error with `extensions.code` (and `extensions.fields` for invalid input).
+/// Internal details are logged, never returned.
+fn gql_error(err: ServiceError) -> async_graphql::Error {
+    let (code, message) = match &err {
+        ServiceError::Invalid(errors) => (
+            "BAD_USER_INPUT",
+            errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        ServiceError::NotFound(_) => ("NOT_FOUND", err.to_string()),
+        ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
+        ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),
+        ServiceError::PreconditionFailed(_) => ("PRECONDITION_FAILED", err.to_string()),
+        ServiceError::Internal(detail) => {
+            tracing::error!(error = %detail, "internal error");
+            (
+                "INTERNAL",
+                "an internal error occurred; quote the request id when reporting it".to_string(),
+            )
+        }
+    };
+    let fields = match &err {
+        ServiceError::Invalid(errors) => Some(
+            errors
+                .iter()
+                .map(|e| {
+                    let mut m = async_graphql::indexmap::IndexMap::new();
+                    m.insert(
+                        async_graphql::Name::new("field"),
+                        async_graphql::Value::from(e.field.clone()),
+                    );
+                    m.insert(
+                        async_graphql::Name::new("message"),
+                        async_graphql::Value::from(e.message.clone()),
+                    );
+                    async_graphql::Value::Object(m)
+                })
+                .collect::<Vec<_>>(),
+        ),
+        _ => None,
+    };
+    async_graphql::Error::new(message).extend_with(move |_, e| {
+        e.set("code", code);
+        if let Some(fields) = fields.clone() {
+            e.set("fields", async_graphql::Value::List(fields));
+        }
+    })
+}
+
+/// `/graphql`: POST and GET (queries only) execute, GET without a query serves GraphiQL, and a WebSocket
+/// upgrade starts a subscription connection.
+pub fn routes(state: &AppState) -> Router<AppState> {
+    let schema = schema(state.ctx.clone(), &state.graphql);
+    Router::new()
+        .route("/graphql", get(get_graphql).post(post_graphql))
+        .layer(Extension(schema))
+}
+
+fn too_large(limit: usize) -> Response {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload-too-large",
+        "Payload too large",
+        format!("the GraphQL request exceeds {limit} bytes"),
+    )
+    .into_response()
+}
+
+fn bad_request(detail: impl Into<String>) -> Response {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "bad-graphql-request",
+        "Bad GraphQL request",
+        detail,
+    )
+    .into_response()
+}
+
+async fn post_graphql(
+    State(state): State<AppState>,
+    Extension(schema): Extension<AppSchema>,
+    auth: Result<Auth, ApiError>,
+    rid: RequestId,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json") || ct.ends_with("+json"));
+    if !json {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "send the GraphQL request as application/json",
+        )
+        .into_response();
+    }
+    let limit = state.graphql.max_request_bytes;
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return too_large(limit);
+    };
+    let request: async_graphql::Request = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => return bad_request(format!("the body is not a GraphQL request: {e}")),
+    };
+    execute(&state, &schema, auth, rid, request).await
+}
+
+async fn get_graphql(
+    State(state): State<AppState>,
+    Extension(schema): Extension<AppSchema>,
+    auth: Result<Auth, ApiError>,
+    rid: RequestId,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if let Ok(upgrade) = upgrade {
+        return websocket(state, schema, upgrade, &headers, rid);
+    }
+    let Some(query) = query.filter(|q| !q.is_empty()) else {
+        return Html(
+            GraphiQLSource::build()
+                .endpoint("/graphql")
+                .subscription_endpoint("/graphql")
+                .finish(),
+        )
+        .into_response();
+    };
+    let limit = state.graphql.max_request_bytes;
+    if query.len() > limit {
+        return too_large(limit);
+    }
+    let mut request = match async_graphql::http::parse_query_string(&query) {
+        Ok(r) => r,
+        Err(e) => return bad_request(format!("the query string is not a GraphQL request: {e}")),
+    };
+    // GET must not change anything (no CSRF through links): only queries run over GET.
+    if let Ok(doc) = request.parsed_query()
+        && doc
+            .operations
+            .iter()
+            .any(|(_, op)| op.node.ty != OperationType::Query)
+    {
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method-not-allowed",
+            "Method not allowed",
+            "only queries run over GET; send mutations with POST and subscriptions over WebSocket",
+        )
+        .into_response();
+    }
+    execute(&state, &schema, auth, rid, request).await
+}
+
+async fn execute(
+    state: &AppState,
+    schema: &AppSchema,
+    auth: Result<Auth, ApiError>,
+    rid: RequestId,
+    request: async_graphql::Request,
+) -> Response {
+    let who = match auth {
+        Ok(Auth(who)) => who,
+        Err(e) => return e.with_request_id(rid.0).into_response(),
+    };
+    let request = request
+        .data(loader::Loaders::new(&state.ctx, &who))
+        .data(Caller(who))
+        .data(RequestIdData(rid.0));
+    let response = schema.execute(request).await;
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_string(&response).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+/// Prefixes of `connection_init` failures, mapped to close codes.
+const INIT_UNAUTHORIZED: &str = "unauthorized: ";
+const INIT_UNAVAILABLE: &str = "unavailable: ";
+
+/// The bearer token of a `connection_init` payload: `Authorization` / `authorization` (`Bearer …`) or
+/// `token`.
+fn init_token(payload: &serde_json::Value) -> Option<String> {
+    ["Authorization", "authorization"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(|v| v.as_str()).and_then(bearer_token))
+        .or_else(|| payload.get("token").and_then(|v| v.as_str()))
+        .map(str::to_string)
+}
+
+fn websocket(
+    state: AppState,
+    schema: AppSchema,
+    upgrade: WebSocketUpgrade,
+    headers: &HeaderMap,
+    rid: RequestId,
+) -> Response {
+    let protocol = headers
+        .get(header::SEC_WEBSOCKET_PROTOCOL)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|list| list.split(',').find_map(|p| p.trim().parse::<Protocols>().ok()));
+    let Some(protocol) = protocol else {
+        return bad_request("ask for the WebSocket subprotocol graphql-transport-ws (or graphql-ws)");
+    };
+    let limit = state.graphql.max_request_bytes;
+    upgrade
+        .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
+        .max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state.ctx, rid.0))
+}
+
+async fn serve_socket(
+    socket: WebSocket,
+    schema: AppSchema,
+    protocol: Protocols,
+    ctx: Ctx,
+    rid: Option<String>,
+) {
+    let (mut sink, source) = socket.split();
+    // Live subscriptions on this connection, and the signal that a client asked for too many.
+    let active = Arc::new(AtomicUsize::new(0));
+    let too_many = Arc::new(Notify::new());
+    // Why the client's side ended, when it was an error (e.g. a message over the size limit).
+    let input_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let seen_error = input_error.clone();
+    let input = source
+        .take_while(move |m| {
+            if let (Err(e), Ok(mut slot)) = (m, seen_error.lock()) {
+                *slot = Some(e.to_string());
+            }
+            future::ready(matches!(
+                m,
+                Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
+            ))
+        })
+        .filter_map({
+            let (active, too_many) = (active.clone(), too_many.clone());
+            move |m| {
+                let bytes = match m {
+                    Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
+                    Ok(Message::Binary(b)) => Some(b.to_vec()),
+                    _ => None,
+                };
+                // Count subscriptions; one over the cap is not started and closes the connection.
+                let starts = bytes.as_deref().is_some_and(|b| {
+                    serde_json::from_slice::<serde_json::Value>(b).is_ok_and(|v| {
+                        matches!(
+                            v.get("type").and_then(|t| t.as_str()),
+                            Some("subscribe" | "start")
+                        )
+                    })
+                });
+                if starts && active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
+                    too_many.notify_one();
+                    return future::ready(None);
+                }
+                future::ready(bytes)
+            }
+        });
+    let slow = SlowConsumer(Arc::new(Notify::new()));
+    let mut connection = Data::default();
+    connection.insert(slow.clone());
+    connection.insert(RequestIdData(rid));
+    let graphql = async_graphql::http::WebSocket::new(schema, input, protocol)
+        .connection_data(connection)
+        .on_connection_init(move |payload| async move {
+            let token = init_token(&payload).ok_or_else(|| {
+                async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing))
+            })?;
+            let who = service::tokens::authenticate(&ctx, &token)
+                .await
+                .map_err(|e| match e {
+                    TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
+                    e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
+                })?;
+            let mut data = Data::default();
+            data.insert(loader::Loaders::new(&ctx, &who));
+            data.insert(Caller(who));
+            Ok(data)
+        });
+    let mut graphql = std::pin::pin!(graphql);
+    let init_deadline = tokio::time::sleep(INIT_TIMEOUT);
+    let mut init_deadline = std::pin::pin!(init_deadline);
+    let mut acknowledged = false;
+    let close = |code: u16, reason: String| {
+        Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }))
+    };
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = slow.0.notified() => Some(close(
+                CLOSE_SLOW_CONSUMER,
+                "slow consumer: the client fell too far behind the event stream".into(),
+            )),
+            () = &mut init_deadline, if !acknowledged => Some(close(4408, "connection initialisation timeout".into())),
+            () = too_many.notified() => Some(close(
+                4400,
+                format!("too many subscriptions on one connection (at most {MAX_SUBSCRIPTIONS})"),
+            )),
+            next = graphql.next() => match next {
+                Some(WsMessage::Text(text)) => {
+                    acknowledged = acknowledged || text.contains("\"connection_ack\"");
+                    if text.starts_with("{\"type\":\"complete\"") {
+                        let _ = active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                    }
+                    match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
+                        Ok(Ok(())) => None,
+                        // The client is gone, or has not read for SEND_TIMEOUT: nothing more can reach it.
+                        _ => break,
+                    }
+                }
+                Some(WsMessage::Close(code, reason)) => Some(match (code, reason) {
+                    (1002, r) if r.starts_with(INIT_UNAUTHORIZED) => close(4403, r),
+                    (1002, r) if r.starts_with(INIT_UNAVAILABLE) => close(1011, r),
+                    (1011, r) if r.contains("handshake") => close(4401, "Unauthorized: send connection_init first".into()),
+                    (code, r) => close(code, r),
+                }),
+                None => Some(match input_error.lock().ok().and_then(|e| e.clone()) {
+                    Some(e) if e.contains("too long") => close(1009, format!("message too big: {e}")),
+                    Some(e) => close(1002, e),
+                    None => close(1000, String::new()),
+                }),
+            },
+        };
+        if let Some(message) = message {
+            let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(message)).await;
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use serde_json::json;
+
+    use super::{init_token, types};
+
+    #[test]
+    fn control_plane_global_ids_round_trip_and_junk_is_none() {
+        let id = types::global_id("ControlPlane", "acme:0193a3c0-0000-7000-8000-0000000000c1");
+        assert_eq!(
+            types::control_plane_key(&id),
+            Some(("acme".into(), "0193a3c0-0000-7000-8000-0000000000c1".into()))
+        );
+        assert_eq!(
+            types::control_plane_key(&types::global_id("Tenant", "acme")),
+            None
+        );
+        assert_eq!(types::parse_global_id("%%%"), None);
+        assert_eq!(types::control_plane_key("QUJD"), None);
+    }
+
+    #[test]
+    fn connection_init_takes_the_token_from_authorization_or_token() {
+        assert_eq!(
+            init_token(&json!({"Authorization": "Bearer abc"})),
+            Some("abc".into())
+        );
+        assert_eq!(
+            init_token(&json!({"authorization": "bearer abc "})),
+            Some("abc".into())
+        );
+        assert_eq!(init_token(&json!({"token": "abc"})), Some("abc".into()));
+        assert_eq!(init_token(&json!({"Authorization": "Basic abc"})), None);
+        assert_eq!(init_token(&json!({})), None);
+    }
+}

@@ -1,0 +1,383 @@
+//! Mutation root: payloads carry the result and typed user errors side by side (errors as data). Input
+//! problems, conflicts and stale ETags are user errors; not found, forbidden and internal errors are
+//! GraphQL errors, as for queries.
+
+use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::{
+    caller, gql_error, request_id,
+    types::{self, ControlPlane, GqlRole, LabelInput, Operation, Token, UserError, UserErrorCode},
+};
+use crate::{
+    domain::FieldError,
+    service::{
+        self, ServiceError,
+        model::{Accepted, CreateControlPlane, MintToken, UpdateControlPlane},
+    },
+};
+
+/// Where the tenant wants its state.
+#[derive(InputObject, Debug, Clone)]
+pub struct DataStorePreferenceInput {
+    /// Pool to place in.
+    pub pool: Option<String>,
+    /// Labels the DataStore must have.
+    pub labels: Option<Vec<LabelInput>>,
+    /// An explicit DataStore (platform admins only).
+    pub name: Option<String>,
+}
+
+/// Addons of the tenant cluster.
+#[derive(InputObject, Debug, Clone)]
+pub struct AddonsInput {
+    /// CoreDNS (default on).
+    #[graphql(name = "coreDNS")]
+    pub core_dns: Option<bool>,
+    /// kube-proxy (default on).
+    pub kube_proxy: Option<bool>,
+    /// Konnectivity (default off).
+    pub konnectivity: Option<bool>,
+}
+
+/// A new control plane (defaults as in REST).
+#[derive(InputObject, Debug, Clone)]
+pub struct CreateControlPlaneInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// Name (DNS-1123 label), unique in the tenant.
+    pub name: String,
+    /// Kubernetes version `vX.Y.Z` within the supported range.
+    pub kubernetes_version: String,
+    /// Replicas, 0 (asleep) to 9 (default 2).
+    pub replicas: Option<i32>,
+    /// `ClusterIP` (default), `NodePort` or `LoadBalancer`.
+    pub service_type: Option<String>,
+    /// API server port (default 6443).
+    pub port: Option<i32>,
+    /// `small` (default), `medium` or `large`.
+    pub size_class: Option<String>,
+    /// Datastore preference.
+    pub datastore: Option<DataStorePreferenceInput>,
+    /// `none` (default), `auto` or `pool:<name>`.
+    pub offload: Option<String>,
+    /// Addons.
+    pub addons: Option<AddonsInput>,
+    /// Labels.
+    pub labels: Option<Vec<LabelInput>>,
+}
+
+impl CreateControlPlaneInput {
+    /// The REST body this input stands for, so that defaults and enum spellings come from one place.
+    fn to_body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("name".into(), json!(self.name));
+        body.insert("kubernetesVersion".into(), json!(self.kubernetes_version));
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                body.insert(k.into(), v);
+            }
+        };
+        put("replicas", self.replicas.map(|v| json!(v)));
+        put("serviceType", self.service_type.as_ref().map(|v| json!(v)));
+        put("port", self.port.map(|v| json!(v)));
+        put("sizeClass", self.size_class.as_ref().map(|v| json!(v)));
+        put("offload", self.offload.as_ref().map(|v| json!(v)));
+        put("labels", self.labels.as_ref().map(|l| json!(types::label_map(l))));
+        put(
+            "datastore",
+            self.datastore.as_ref().map(|d| {
+                let mut m = Map::new();
+                if let Some(p) = &d.pool {
+                    m.insert("pool".into(), json!(p));
+                }
+                if let Some(l) = &d.labels {
+                    m.insert("labels".into(), json!(types::label_map(l)));
+                }
+                if let Some(n) = &d.name {
+                    m.insert("name".into(), json!(n));
+                }
+                Value::Object(m)
+            }),
+        );
+        put(
+            "addons",
+            self.addons.as_ref().map(|a| {
+                let mut m = Map::new();
+                if let Some(v) = a.core_dns {
+                    m.insert("coreDNS".into(), json!(v));
+                }
+                if let Some(v) = a.kube_proxy {
+                    m.insert("kubeProxy".into(), json!(v));
+                }
+                if let Some(v) = a.konnectivity {
+                    m.insert("konnectivity".into(), json!(v));
+                }
+                Value::Object(m)
+            }),
+        );
+        Value::Object(body)
+    }
+}
+
+/// A change to a control plane; absent fields stay as they are.
+#[derive(InputObject, Debug, Clone)]
+pub struct UpdateControlPlaneInput {
+    /// The control plane's global id.
+    pub id: ID,
+    /// New version: same or next minor, never lower.
+    pub kubernetes_version: Option<String>,
+    /// New replicas (0–9).
+    pub replicas: Option<i32>,
+    /// Replaces the labels.
+    pub labels: Option<Vec<LabelInput>>,
+    /// The ETag the change is based on (`ControlPlane.etag`); a stale one is a `PRECONDITION_FAILED` user error.
+    pub if_match: Option<String>,
+}
+
+/// Deletes a control plane.
+#[derive(InputObject, Debug, Clone)]
+pub struct DeleteControlPlaneInput {
+    /// The control plane's global id.
+    pub id: ID,
+}
+
+/// A new token in a tenant (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct MintTokenInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// `TENANT_ADMIN`, `TENANT_MEMBER` or `TENANT_VIEWER`.
+    pub role: GqlRole,
+    /// Lifetime in seconds (default 86400, at most 366 days).
+    pub ttl_seconds: Option<i64>,
+    /// Description.
+    pub description: Option<String>,
+}
+
+/// Revokes a tenant's token (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct RevokeTokenInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The token's id (`jti`).
+    pub token_id: Uuid,
+}
+
+/// The result of a control-plane mutation.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct ControlPlanePayload {
+    /// The control plane as recorded; none when there are user errors.
+    pub control_plane: Option<ControlPlane>,
+    /// The operation carrying the change to the cluster.
+    pub operation: Option<Operation>,
+    /// Why nothing changed.
+    pub user_errors: Vec<UserError>,
+}
+
+/// The result of `mintToken`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct MintTokenPayload {
+    /// The bearer token: shown only here, once.
+    pub token: Option<String>,
+    /// Its record.
+    pub record: Option<Token>,
+    /// Why nothing was minted.
+    pub user_errors: Vec<UserError>,
+}
+
+/// The result of `revokeToken`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct RevokeTokenPayload {
+    /// The token's record, now revoked.
+    pub token: Option<Token>,
+    /// Why nothing changed.
+    pub user_errors: Vec<UserError>,
+}
+
+/// User errors for input problems, conflicts and stale ETags; a GraphQL error for the rest.
+fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
+    let one = |code, field: Option<&str>, message: String| UserError {
+        field: field.map(str::to_string),
+        message,
+        code,
+    };
+    match err {
+        ServiceError::Invalid(errors) => Ok(errors
+            .into_iter()
+            .map(|e| UserError {
+                field: (!e.field.is_empty()).then_some(e.field),
+                message: e.message,
+                code: UserErrorCode::Invalid,
+            })
+            .collect()),
+        ServiceError::Conflict(message) | ServiceError::NotReady(message) => {
+            Ok(vec![one(UserErrorCode::Conflict, None, message)])
+        }
+        ServiceError::PreconditionFailed(etag) => Ok(vec![one(
+            UserErrorCode::PreconditionFailed,
+            Some("ifMatch"),
+            format!("the control plane changed: its ETag is now {etag}; fetch it and retry"),
+        )]),
+        other => Err(gql_error(other)),
+    }
+}
+
+fn accepted(slug: String, tenant_id: Uuid, acc: Accepted) -> ControlPlanePayload {
+    ControlPlanePayload {
+        control_plane: Some(ControlPlane {
+            slug,
+            tenant_id,
+            cp: acc.control_plane,
+        }),
+        operation: Some(acc.operation.into()),
+        user_errors: Vec::new(),
+    }
+}
+
+/// The tenant and uuid of a control plane's global id; anything else is not found.
+fn control_plane_id(id: &ID) -> Result<(String, String)> {
+    types::control_plane_key(id).ok_or_else(|| gql_error(ServiceError::NotFound("control plane")))
+}
+
+/// Runs a control-plane write in one transaction, committed only when it succeeds.
+async fn in_tx(
+    ctx: &Context<'_>,
+    slug: String,
+    work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<Accepted, ServiceError>,
+) -> Result<ControlPlanePayload> {
+    let (c, who) = caller(ctx)?;
+    let mut tx = c.db.begin().await.map_err(|e| gql_error(e.into()))?;
+    match work(&mut tx).await {
+        Ok(acc) => {
+            tx.commit().await.map_err(|e| gql_error(e.into()))?;
+            // The tenant's id, for the payload's batched fields (the write was authorized on it).
+            let tenant = service::tenants::get(c, who, &slug).await.map_err(gql_error)?;
+            Ok(accepted(slug, tenant.id, acc))
+        }
+        Err(err) => Ok(ControlPlanePayload {
+            user_errors: user_errors(err)?,
+            ..Default::default()
+        }),
+    }
+}
+
+/// Mutations.
+#[derive(Debug, Default)]
+pub struct Mutation;
+
+#[Object]
+impl Mutation {
+    /// Records a new control plane and queues its creation (tenant-member).
+    async fn create_control_plane(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateControlPlaneInput,
+    ) -> Result<ControlPlanePayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let body: CreateControlPlane = match serde_path_to_error::deserialize(input.to_body()) {
+            Ok(body) => body,
+            Err(err) => {
+                let field = err.path().to_string();
+                let message = err.into_inner().to_string();
+                return Ok(ControlPlanePayload {
+                    user_errors: user_errors(ServiceError::Invalid(vec![FieldError::new(field, message)]))?,
+                    ..Default::default()
+                });
+            }
+        };
+        let slug = input.tenant.clone();
+        in_tx(ctx, slug.clone(), async |tx| {
+            service::control_planes::create(c, tx, who, &slug, body, rid.as_deref()).await
+        })
+        .await
+    }
+
+    /// Changes version, replicas or labels (tenant-member).
+    async fn update_control_plane(
+        &self,
+        ctx: &Context<'_>,
+        input: UpdateControlPlaneInput,
+    ) -> Result<ControlPlanePayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let (slug, id) = control_plane_id(&input.id)?;
+        let change = UpdateControlPlane {
+            kubernetes_version: input.kubernetes_version.clone(),
+            replicas: input.replicas,
+            labels: input.labels.as_deref().map(types::label_map),
+        };
+        let if_match = input.if_match.clone();
+        in_tx(ctx, slug.clone(), async |tx| {
+            service::control_planes::update(
+                c,
+                tx,
+                who,
+                &slug,
+                &id,
+                change,
+                if_match.as_deref(),
+                rid.as_deref(),
+            )
+            .await
+        })
+        .await
+    }
+
+    /// Queues the deletion (tenant-admin); a second call returns the pending delete.
+    async fn delete_control_plane(
+        &self,
+        ctx: &Context<'_>,
+        input: DeleteControlPlaneInput,
+    ) -> Result<ControlPlanePayload> {
+        let (_, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let (slug, id) = control_plane_id(&input.id)?;
+        in_tx(ctx, slug.clone(), async |tx| {
+            service::control_planes::delete(tx, who, &slug, &id, rid.as_deref()).await
+        })
+        .await
+    }
+
+    /// Mints a token in a tenant (tenant-admin); the token is in the payload, once.
+    async fn mint_token(&self, ctx: &Context<'_>, input: MintTokenInput) -> Result<MintTokenPayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let body = MintToken {
+            role: input.role.into(),
+            ttl_seconds: input.ttl_seconds,
+            description: input.description.unwrap_or_default(),
+        };
+        match service::tokens::mint(c, who, &input.tenant, body, rid.as_deref()).await {
+            Ok(minted) => Ok(MintTokenPayload {
+                token: Some(minted.token),
+                record: Some(minted.record.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(MintTokenPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Revokes a tenant's token (tenant-admin); effective on its next request.
+    async fn revoke_token(&self, ctx: &Context<'_>, input: RevokeTokenInput) -> Result<RevokeTokenPayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        match service::tokens::revoke(c, who, &input.tenant, &input.token_id.to_string(), rid.as_deref())
+            .await
+        {
+            Ok(token) => Ok(RevokeTokenPayload {
+                token: Some(token.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(RevokeTokenPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+}

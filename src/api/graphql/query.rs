@@ -1,0 +1,165 @@
+//! Query root: every field calls a `service` use-case with the caller's principal.
+
+use async_graphql::{Context, ID, Object, Result};
+
+use super::{
+    caller,
+    types::{
+        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, Node, PageInfo, Pool,
+        Tenant, Viewer,
+    },
+};
+use crate::service::{self, ServiceError, control_planes::ListFilter};
+
+/// Queries.
+#[derive(Debug, Default)]
+pub struct Query;
+
+#[Object]
+impl Query {
+    /// The caller: tenant, role and token expiry.
+    async fn viewer(&self, ctx: &Context<'_>) -> Result<Viewer> {
+        let (c, who) = caller(ctx)?;
+        Ok(service::tenants::viewer(c, who)
+            .await
+            .map_err(super::gql_error)?
+            .into())
+    }
+
+    /// One tenant (tenant-viewer of it, or platform admin; another tenant is NOT_FOUND).
+    async fn tenant(&self, ctx: &Context<'_>, slug: String) -> Result<Tenant> {
+        let (c, who) = caller(ctx)?;
+        Ok(Tenant(
+            service::tenants::get(c, who, &slug)
+                .await
+                .map_err(super::gql_error)?,
+        ))
+    }
+
+    /// Every tenant (platform admin).
+    async fn tenants(&self, ctx: &Context<'_>) -> Result<Vec<Tenant>> {
+        let (c, who) = caller(ctx)?;
+        Ok(service::tenants::list(c, who)
+            .await
+            .map_err(super::gql_error)?
+            .into_iter()
+            .map(Tenant)
+            .collect())
+    }
+
+    /// A page of a tenant's control planes, oldest first (tenant-viewer). `first` is 1–100 (default 20);
+    /// filters as in REST: `status` (phase), `version`, `labels` (`key=value`, all must match).
+    #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]
+    #[expect(clippy::too_many_arguments, reason = "the connection's arguments")]
+    async fn control_planes(
+        &self,
+        ctx: &Context<'_>,
+        tenant: String,
+        first: Option<i32>,
+        after: Option<String>,
+        status: Option<String>,
+        version: Option<String>,
+        labels: Option<Vec<String>>,
+    ) -> Result<ControlPlaneConnection> {
+        let (c, who) = caller(ctx)?;
+        let filter = ListFilter {
+            status,
+            version,
+            labels: labels.unwrap_or_default(),
+            cursor: after,
+            limit: first.map(i64::from),
+        };
+        let (tenant_id, page) = service::control_planes::list_with_tenant(c, who, &tenant, filter)
+            .await
+            .map_err(|e| super::gql_error(rename_list_fields(e)))?;
+        let nodes: Vec<ControlPlane> = page
+            .items
+            .into_iter()
+            .map(|cp| ControlPlane {
+                slug: tenant.clone(),
+                tenant_id,
+                cp,
+            })
+            .collect();
+        let end = page.next_cursor.clone();
+        Ok(ControlPlaneConnection {
+            edges: nodes
+                .iter()
+                .map(|node| ControlPlaneEdge {
+                    cursor: service::control_planes::cursor_after(&node.cp),
+                    node: node.clone(),
+                })
+                .collect(),
+            nodes,
+            page_info: PageInfo {
+                has_next_page: end.is_some(),
+                end_cursor: end,
+            },
+        })
+    }
+
+    /// Any object by its global id; `null` when it does not exist or the caller may not see it.
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
+        let (c, who) = caller(ctx)?;
+        let found = match types::parse_global_id(&id) {
+            Some((kind, key)) if kind == "Tenant" => service::tenants::get(c, who, &key)
+                .await
+                .map(|t| Node::Tenant(Tenant(t))),
+            Some((kind, _)) if kind == "ControlPlane" => match types::control_plane_key(&id) {
+                Some((slug, uuid)) => service::control_planes::get_with_tenant(c, who, &slug, &uuid)
+                    .await
+                    .map(|(tenant_id, cp)| Node::ControlPlane(ControlPlane { slug, tenant_id, cp })),
+                None => Err(ServiceError::NotFound("node")),
+            },
+            _ => Err(ServiceError::NotFound("node")),
+        };
+        match found {
+            Ok(node) => Ok(Some(node)),
+            Err(ServiceError::NotFound(_)) => Ok(None),
+            Err(e) => Err(super::gql_error(e)),
+        }
+    }
+
+    /// Every DataStore (platform admin).
+    async fn data_stores(&self, ctx: &Context<'_>) -> Result<Vec<DataStore>> {
+        let (c, who) = caller(ctx)?;
+        Ok(service::datastores::list(c, who)
+            .await
+            .map_err(super::gql_error)?
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
+    /// Every pool (platform admin).
+    async fn pools(&self, ctx: &Context<'_>) -> Result<Vec<Pool>> {
+        let (c, who) = caller(ctx)?;
+        Ok(service::datastores::pools(c, who)
+            .await
+            .map_err(super::gql_error)?
+            .into_iter()
+            .map(Pool)
+            .collect())
+    }
+}
+
+/// The list use-case names REST's parameters; name GraphQL's arguments instead.
+fn rename_list_fields(err: ServiceError) -> ServiceError {
+    match err {
+        ServiceError::Invalid(errors) => ServiceError::Invalid(
+            errors
+                .into_iter()
+                .map(|mut e| {
+                    e.field = match e.field.as_str() {
+                        "limit" => "first".into(),
+                        "cursor" => "after".into(),
+                        "label" => "labels".into(),
+                        other => other.to_string(),
+                    };
+                    e
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}

@@ -1,0 +1,668 @@
+//! Wire types of the GraphQL schema, kept apart from the service's shapes (which they wrap).
+
+use std::collections::BTreeMap;
+
+use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Json, Object, Result, SimpleObject};
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::loader;
+use crate::{domain, service::model};
+
+/// A Relay global id: `base64url("<Type>:<key>")`.
+pub fn global_id(kind: &str, key: &str) -> ID {
+    ID(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{kind}:{key}")))
+}
+
+/// Splits a global id into its type and key; `None` for anything this API did not hand out.
+pub fn parse_global_id(id: &str) -> Option<(String, String)> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(id).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (kind, key) = text.split_once(':')?;
+    Some((kind.to_string(), key.to_string()))
+}
+
+/// The key of a control plane's global id: `<tenant slug>:<uuid>`.
+pub fn control_plane_key(id: &str) -> Option<(String, String)> {
+    match parse_global_id(id)? {
+        (kind, key) if kind == "ControlPlane" => {
+            let (slug, uuid) = key.split_once(':')?;
+            Some((slug.to_string(), uuid.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// What a token may do.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(name = "Role")]
+pub enum GqlRole {
+    /// Everything, across tenants.
+    PlatformAdmin,
+    /// Everything in its own tenant, including tokens.
+    TenantAdmin,
+    /// Create, read and update control planes of its tenant.
+    TenantMember,
+    /// Read its tenant.
+    TenantViewer,
+}
+
+impl From<domain::Role> for GqlRole {
+    fn from(role: domain::Role) -> Self {
+        match role {
+            domain::Role::PlatformAdmin => GqlRole::PlatformAdmin,
+            domain::Role::TenantAdmin => GqlRole::TenantAdmin,
+            domain::Role::TenantMember => GqlRole::TenantMember,
+            domain::Role::TenantViewer => GqlRole::TenantViewer,
+        }
+    }
+}
+
+impl From<GqlRole> for domain::Role {
+    fn from(role: GqlRole) -> Self {
+        match role {
+            GqlRole::PlatformAdmin => domain::Role::PlatformAdmin,
+            GqlRole::TenantAdmin => domain::Role::TenantAdmin,
+            GqlRole::TenantMember => domain::Role::TenantMember,
+            GqlRole::TenantViewer => domain::Role::TenantViewer,
+        }
+    }
+}
+
+/// A label.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct Label {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A label to set.
+#[derive(InputObject, Clone, Debug)]
+pub struct LabelInput {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+}
+
+/// Labels in key order.
+pub fn labels(map: &BTreeMap<String, String>) -> Vec<Label> {
+    map.iter()
+        .map(|(key, value)| Label {
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect()
+}
+
+/// Input labels as a map (a repeated key keeps the last value).
+pub fn label_map(list: &[LabelInput]) -> BTreeMap<String, String> {
+    list.iter().map(|l| (l.key.clone(), l.value.clone())).collect()
+}
+
+/// The caller.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Viewer {
+    /// Token id (`jti`).
+    pub token_id: Uuid,
+    /// Tenant slug; none for platform admins.
+    pub tenant: Option<String>,
+    /// Role.
+    pub role: GqlRole,
+    /// When the token expires.
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<model::Viewer> for Viewer {
+    fn from(v: model::Viewer) -> Self {
+        Self {
+            token_id: v.token_id,
+            tenant: v.tenant,
+            role: v.role.into(),
+            expires_at: v.expires_at,
+        }
+    }
+}
+
+/// A tenant.
+#[derive(Clone, Debug)]
+pub struct Tenant(pub model::Tenant);
+
+/// A tenant.
+#[Object]
+impl Tenant {
+    /// Global id.
+    async fn id(&self) -> ID {
+        global_id("Tenant", &self.0.slug)
+    }
+    /// Database id.
+    async fn tenant_id(&self) -> Uuid {
+        self.0.id
+    }
+    /// URL slug.
+    async fn slug(&self) -> &str {
+        &self.0.slug
+    }
+    /// Display name.
+    async fn display_name(&self) -> &str {
+        &self.0.display_name
+    }
+    /// Labels.
+    async fn labels(&self) -> Vec<Label> {
+        labels(&self.0.labels)
+    }
+    /// `active` or `suspended`.
+    async fn state(&self) -> &str {
+        &self.0.state
+    }
+    /// Created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+}
+
+/// A control plane: the tenant's request (spec) and what runs (status).
+#[derive(Clone, Debug)]
+pub struct ControlPlane {
+    /// Tenant slug (part of the global id).
+    pub slug: String,
+    /// Tenant id (for batch loads).
+    pub tenant_id: Uuid,
+    /// The service's shape.
+    pub cp: model::ControlPlane,
+}
+
+/// What the tenant asked for.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ControlPlaneSpec {
+    /// Requested Kubernetes version.
+    pub kubernetes_version: String,
+    /// Requested replicas (0 = asleep).
+    pub replicas: i32,
+    /// `ClusterIP`, `NodePort` or `LoadBalancer`.
+    pub service_type: String,
+    /// API server port.
+    pub port: i32,
+    /// `small`, `medium` or `large`.
+    pub size_class: String,
+    /// Datastore preference.
+    pub datastore: DataStorePreference,
+    /// `none`, `auto` or `pool:<name>`.
+    pub offload: String,
+    /// Addons.
+    pub addons: Addons,
+    /// Labels.
+    pub labels: Vec<Label>,
+}
+
+/// Where the tenant wants its state.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct DataStorePreference {
+    /// Pool.
+    pub pool: Option<String>,
+    /// Labels the DataStore must have.
+    pub labels: Vec<Label>,
+    /// An explicit DataStore (platform admins).
+    pub name: Option<String>,
+}
+
+/// Addons of the tenant cluster.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Addons {
+    /// CoreDNS.
+    #[graphql(name = "coreDNS")]
+    pub core_dns: bool,
+    /// kube-proxy.
+    pub kube_proxy: bool,
+    /// Konnectivity.
+    pub konnectivity: bool,
+}
+
+/// A status condition as the cluster reports it (`metav1.Condition`).
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct Condition {
+    /// Type, e.g. `Ready`.
+    #[graphql(name = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    pub reason: Option<String>,
+    /// Human-readable message.
+    pub message: Option<String>,
+    /// Last transition (RFC 3339).
+    pub last_transition_time: Option<String>,
+    /// Generation the condition was set for.
+    pub observed_generation: Option<i64>,
+}
+
+fn conditions(status: &serde_json::Value) -> Vec<Condition> {
+    let text = |c: &serde_json::Value, k: &str| c.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    status
+        .get("conditions")
+        .and_then(|c| c.as_array())
+        .map(|list| {
+            list.iter()
+                .map(|c| Condition {
+                    type_: text(c, "type").unwrap_or_default(),
+                    status: text(c, "status").unwrap_or_default(),
+                    reason: text(c, "reason"),
+                    message: text(c, "message"),
+                    last_transition_time: text(c, "lastTransitionTime"),
+                    observed_generation: c.get("observedGeneration").and_then(|v| v.as_i64()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the cluster reports.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ControlPlaneStatus {
+    /// Pending, Provisioning, Ready, NotReady, Upgrading, Sleeping, Deleting or Failed.
+    pub phase: String,
+    /// API server endpoint, once known.
+    pub endpoint: Option<String>,
+    /// Installed Kubernetes version, once Ready.
+    pub installed_version: Option<String>,
+    /// Generation the cluster has seen.
+    pub observed_generation: Option<i64>,
+    /// Conditions.
+    pub conditions: Vec<Condition>,
+    /// The whole status document.
+    pub raw: Json<serde_json::Value>,
+}
+
+/// Where a control plane's state lives.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Placement {
+    /// The primary DataStore.
+    pub data_store: String,
+    /// Offloaded resources and their DataStores, in order.
+    pub overrides: Vec<PlacementOverride>,
+    /// The placement engine's decision: every candidate with its score or the constraint it failed.
+    pub decision: Json<serde_json::Value>,
+}
+
+/// One offloaded resource.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct PlacementOverride {
+    /// `<group>/<resource>`.
+    pub resource: String,
+    /// The etcd DataStore holding it.
+    pub data_store: String,
+}
+
+/// An asynchronous change carried to the cluster.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Operation {
+    /// Id.
+    pub id: Uuid,
+    /// `create`, `update` or `delete`.
+    pub kind: String,
+    /// `pending`, `running`, `succeeded` or `failed`.
+    pub state: String,
+    /// Error of a failed operation.
+    pub error: Option<String>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Updated.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<model::Operation> for Operation {
+    fn from(o: model::Operation) -> Self {
+        Self {
+            id: o.id,
+            kind: o.kind,
+            state: o.state,
+            error: o.error,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+        }
+    }
+}
+
+/// An audit-log entry.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct AuditEntry {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who (`role:subject(jti)`).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`.
+    pub action: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    pub details: Json<serde_json::Value>,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<model::AuditEntry> for AuditEntry {
+    fn from(a: model::AuditEntry) -> Self {
+        Self {
+            id: a.id,
+            actor: a.actor,
+            action: a.action,
+            request_id: a.request_id,
+            details: Json(a.details),
+            created_at: a.created_at,
+        }
+    }
+}
+
+/// A control plane.
+#[Object]
+impl ControlPlane {
+    /// Global id (for `node`).
+    async fn id(&self) -> ID {
+        global_id("ControlPlane", &format!("{}:{}", self.slug, self.cp.id))
+    }
+    /// Database id (as in the REST API).
+    async fn control_plane_id(&self) -> Uuid {
+        self.cp.id
+    }
+    /// Tenant slug.
+    async fn tenant(&self) -> &str {
+        &self.slug
+    }
+    /// Name.
+    async fn name(&self) -> &str {
+        &self.cp.name
+    }
+    /// What the tenant asked for.
+    async fn spec(&self) -> ControlPlaneSpec {
+        let cp = &self.cp;
+        ControlPlaneSpec {
+            kubernetes_version: cp.kubernetes_version.clone(),
+            replicas: cp.replicas,
+            service_type: cp.service_type.as_str().to_string(),
+            port: cp.port,
+            size_class: cp.size_class.as_str().to_string(),
+            datastore: DataStorePreference {
+                pool: cp.datastore.pool.clone(),
+                labels: labels(&cp.datastore.labels),
+                name: cp.datastore.name.clone(),
+            },
+            offload: cp.offload.clone(),
+            addons: Addons {
+                core_dns: cp.addons.core_dns,
+                kube_proxy: cp.addons.kube_proxy,
+                konnectivity: cp.addons.konnectivity,
+            },
+            labels: labels(&cp.labels),
+        }
+    }
+    /// Observed phase (also in `status`).
+    async fn phase(&self) -> &str {
+        &self.cp.phase
+    }
+    /// What the cluster reports.
+    async fn status(&self) -> ControlPlaneStatus {
+        let s = &self.cp.status;
+        ControlPlaneStatus {
+            phase: self.cp.phase.clone(),
+            endpoint: s.get("endpoint").and_then(|v| v.as_str()).map(str::to_string),
+            installed_version: s
+                .get("installedVersion")
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+            observed_generation: s.get("observedGeneration").and_then(|v| v.as_i64()),
+            conditions: conditions(s),
+            raw: Json(s.clone()),
+        }
+    }
+    /// Status conditions (also in `status`).
+    async fn conditions(&self) -> Vec<Condition> {
+        conditions(&self.cp.status)
+    }
+    /// API server endpoint, once known (also in `status`).
+    async fn endpoint(&self) -> Option<String> {
+        self.cp
+            .status
+            .get("endpoint")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    }
+    /// The DataStores chosen by placement, with the decision's reasons.
+    async fn placement(&self) -> Option<Placement> {
+        self.cp.placement.as_ref().map(|p| Placement {
+            data_store: p.data_store.clone(),
+            overrides: p
+                .overrides
+                .iter()
+                .map(|o| PlacementOverride {
+                    resource: o.resource.clone(),
+                    data_store: o.data_store.clone(),
+                })
+                .collect(),
+            decision: Json(p.decision.clone()),
+        })
+    }
+    /// The newest operation (batched: one query per page).
+    async fn latest_operation(&self, ctx: &Context<'_>) -> Result<Option<Operation>> {
+        loader::latest_operation(ctx, self.tenant_id, self.cp.id).await
+    }
+    /// The 20 newest operations, newest first (batched).
+    async fn operations(&self, ctx: &Context<'_>) -> Result<Vec<Operation>> {
+        loader::operations(ctx, self.tenant_id, self.cp.id).await
+    }
+    /// The 20 newest audit entries about it, newest first (batched).
+    async fn audit_entries(&self, ctx: &Context<'_>) -> Result<Vec<AuditEntry>> {
+        loader::audit_entries(ctx, self.tenant_id, self.cp.id).await
+    }
+    /// Spec generation.
+    async fn generation(&self) -> i64 {
+        self.cp.generation
+    }
+    /// ETag of this version (for `updateControlPlane(input: {ifMatch})`).
+    async fn etag(&self) -> String {
+        self.cp.etag()
+    }
+    /// Created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.cp.created_at
+    }
+    /// Updated.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.cp.updated_at
+    }
+}
+
+/// A page of control planes (Relay connection).
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ControlPlaneConnection {
+    /// Edges.
+    pub edges: Vec<ControlPlaneEdge>,
+    /// The nodes, without cursors.
+    pub nodes: Vec<ControlPlane>,
+    /// Paging.
+    pub page_info: PageInfo,
+}
+
+/// A control plane and its cursor.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ControlPlaneEdge {
+    /// Cursor of this edge (pass as `after` to continue after it).
+    pub cursor: String,
+    /// The control plane.
+    pub node: ControlPlane,
+}
+
+/// Paging information.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct PageInfo {
+    /// Whether another page follows.
+    pub has_next_page: bool,
+    /// Pass as `after` for the next page.
+    pub end_cursor: Option<String>,
+}
+
+/// A pool of DataStores.
+#[derive(Clone, Debug)]
+pub struct Pool(pub model::Pool);
+
+/// A pool of DataStores.
+#[Object]
+impl Pool {
+    /// Name.
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    /// spread, binpack, rendezvous or dedicated.
+    async fn policy(&self) -> &str {
+        &self.0.policy
+    }
+    /// Labels.
+    async fn labels(&self) -> Vec<Label> {
+        labels(&self.0.labels)
+    }
+    /// How many DataStores it has (batched).
+    async fn data_store_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(loader::pool_usage(ctx, &self.0.name).await?.0)
+    }
+    /// How many control planes use its DataStores (batched).
+    async fn used_by(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(loader::pool_usage(ctx, &self.0.name).await?.1)
+    }
+    /// Created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+}
+
+/// A DataStore.
+#[derive(SimpleObject, Clone, Debug)]
+#[graphql(complex)]
+pub struct DataStore {
+    /// Name.
+    pub name: String,
+    /// Pool.
+    pub pool: Option<String>,
+    /// etcd, MySQL, PostgreSQL or NATS.
+    pub driver: String,
+    /// Endpoints (`host:port`).
+    pub endpoints: Vec<String>,
+    /// Labels.
+    pub labels: Vec<Label>,
+    /// Capacity in tenants.
+    pub capacity_tenants: i32,
+    /// Capacity in bytes.
+    pub capacity_bytes: Option<i64>,
+    /// Identity of the etcd CA.
+    pub ca_id: Option<String>,
+    /// Ready.
+    pub ready: bool,
+    /// Cordoned: takes no new tenants.
+    pub cordoned: bool,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+#[ComplexObject]
+impl DataStore {
+    /// How many control planes use it, as primary or override (batched).
+    async fn used_by(&self, ctx: &Context<'_>) -> Result<i64> {
+        loader::used_by(ctx, &self.name).await
+    }
+}
+
+impl From<model::DataStore> for DataStore {
+    fn from(d: model::DataStore) -> Self {
+        Self {
+            labels: labels(&d.labels),
+            name: d.name,
+            pool: d.pool,
+            driver: d.driver,
+            endpoints: d.endpoints,
+            capacity_tenants: d.capacity_tenants,
+            capacity_bytes: d.capacity_bytes,
+            ca_id: d.ca_id,
+            ready: d.ready,
+            cordoned: d.cordoned,
+            created_at: d.created_at,
+        }
+    }
+}
+
+/// A token's record (never the token itself).
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Token {
+    /// Token id (`jti`).
+    pub id: Uuid,
+    /// Role.
+    pub role: GqlRole,
+    /// Description.
+    pub description: String,
+    /// Who minted it.
+    pub created_by: String,
+    /// Minted at.
+    pub created_at: DateTime<Utc>,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Revoked at.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<model::Token> for Token {
+    fn from(t: model::Token) -> Self {
+        Self {
+            id: t.id,
+            role: t.role.into(),
+            description: t.description,
+            created_by: t.created_by,
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            revoked_at: t.revoked_at,
+        }
+    }
+}
+
+/// Why a mutation did not apply: an input field and what is wrong with it, or a conflict.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct UserError {
+    /// Path of the input field inside `input` (e.g. `kubernetesVersion`, `datastore.pool`); none when
+    /// the error is about the request as a whole.
+    pub field: Option<String>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+    /// Kind of error.
+    pub code: UserErrorCode,
+}
+
+/// Kinds of user errors.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum UserErrorCode {
+    /// A field is invalid.
+    Invalid,
+    /// The change conflicts with the current state (e.g. the name is taken).
+    Conflict,
+    /// `ifMatch` is not the current ETag.
+    PreconditionFailed,
+}
+
+/// A Relay node.
+#[derive(async_graphql::Interface, Clone, Debug)]
+#[graphql(field(name = "id", ty = "ID", desc = "Global id."))]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per `node` call; the interface derive wants plain variants"
+)]
+pub enum Node {
+    /// A control plane.
+    ControlPlane(ControlPlane),
+    /// A tenant.
+    Tenant(Tenant),
+}
+
+/// A status or condition change of a control plane, as committed.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ControlPlaneEvent {
+    /// The control plane after the change.
+    pub control_plane: ControlPlane,
+}

@@ -1,0 +1,115 @@
+//! Live control-plane events for subscriptions.
+//!
+//! The worker writes a control plane's status and sends `NOTIFY control_plane_status, '<tenant>:<id>'` in
+//! the same statement (`store::outbox::write_status`), so a notification arrives only after the change
+//! is committed. One `LISTEN` per process (started by the first subscriber) loads the changed control
+//! plane once and fans it out through a bounded broadcast channel; each subscriber keeps only its own
+//! tenant's events. A subscriber that falls more than the channel's capacity behind gets
+//! [`Lagged`](tokio::sync::broadcast::error::RecvError::Lagged) and is dropped by the surface: memory
+//! never grows with a slow client.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::postgres::PgListener;
+use tokio::sync::{OnceCell, broadcast};
+use uuid::Uuid;
+
+use super::{Ctx, Result, ServiceError, model::ControlPlane, tenant_for};
+use crate::{auth::Principal, domain::Role};
+
+/// The channel the worker notifies on.
+pub const CHANNEL: &str = "control_plane_status";
+
+/// A control plane whose status or conditions changed, as committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Its tenant.
+    pub tenant_id: Uuid,
+    /// The control plane after the change.
+    pub control_plane: ControlPlane,
+}
+
+/// The process-wide fan-out of [`Event`]s; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    inner: Arc<HubInner>,
+}
+
+#[derive(Debug)]
+struct HubInner {
+    capacity: usize,
+    sender: OnceCell<broadcast::Sender<Arc<Event>>>,
+}
+
+impl Hub {
+    /// A hub whose subscribers may fall at most `capacity` events behind.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            inner: Arc::new(HubInner {
+                capacity: capacity.max(1),
+                sender: OnceCell::new(),
+            }),
+        }
+    }
+
+    /// The sender; the first call starts the `LISTEN` and returns once it is active.
+    async fn sender(&self, db: &sqlx::PgPool) -> Result<&broadcast::Sender<Arc<Event>>> {
+        self.inner
+            .sender
+            .get_or_try_init(|| async {
+                let mut listener = PgListener::connect_with(db).await?;
+                listener.listen(CHANNEL).await?;
+                let (sender, _) = broadcast::channel(self.inner.capacity);
+                tokio::spawn(relay(listener, db.clone(), sender.clone()));
+                Ok::<_, ServiceError>(sender)
+            })
+            .await
+    }
+}
+
+/// Loads each notified control plane once and broadcasts it.
+async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Sender<Arc<Event>>) {
+    loop {
+        let notification = match listener.recv().await {
+            Ok(n) => n,
+            Err(err) => {
+                // PgListener reconnects on the next recv; changes made meanwhile are not replayed.
+                tracing::warn!(error = %err, "control-plane event listener failed; reconnecting");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let Some((tenant, id)) = notification.payload().split_once(':') else {
+            continue;
+        };
+        let (Ok(tenant), Ok(id)) = (Uuid::parse_str(tenant), Uuid::parse_str(id)) else {
+            continue;
+        };
+        match super::control_planes::load_unchecked(&db, tenant, id).await {
+            Ok(Some(control_plane)) => {
+                // No receivers is fine: nobody is subscribed right now.
+                let _ = sender.send(Arc::new(Event {
+                    tenant_id: tenant,
+                    control_plane,
+                }));
+            }
+            Ok(None) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, control_plane.id = %id, "loading a changed control plane failed")
+            }
+        }
+    }
+}
+
+/// Subscribes `who` to the events of tenant `slug` (tenant-viewer or higher; another tenant is not
+/// found). Returns the tenant's id, to filter the shared stream with, and the receiver.
+pub async fn subscribe(
+    ctx: &Ctx,
+    hub: &Hub,
+    who: &Principal,
+    slug: &str,
+) -> Result<(Uuid, broadcast::Receiver<Arc<Event>>)> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let receiver = hub.sender(&ctx.db).await?.subscribe();
+    Ok((tenant.id, receiver))
+}
