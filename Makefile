@@ -8,9 +8,12 @@ export SQLX_OFFLINE := true
 
 .PHONY: run test deps test-env fmt-check clippy openapi-check test-only generate
 
-## run: serve the API on a local PostgreSQL that it starts itself (DATABASE_URL unset)
+## run: PostgreSQL, etcd, kube-apiserver and Tenantplane (serve, worker, controllers, pod-less runner);
+## prints the URLs, two tokens and a curl that creates a control plane; Ctrl-C stops everything.
+## Only the control-plane binaries of the main version are needed (no extra versions).
 run:
-	$(CARGO) run --release -- serve
+	TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build >/dev/null
+	$(CARGO) run --release -- dev up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
 test: deps test-env fmt-check clippy openapi-check test-only

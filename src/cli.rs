@@ -49,6 +49,40 @@ pub enum Command {
     Sdl,
     /// Run the DataStore and TenantControlPlane controllers (leader-elected).
     Controller(ControllerArgs),
+    /// Local development: the pod-less runner and the one-machine stack of `make run`.
+    #[command(subcommand)]
+    Dev(DevCommand),
+}
+
+/// `tenantplane dev …`.
+#[derive(Debug, Subcommand)]
+pub enum DevCommand {
+    /// Run control-plane Deployments of a management cluster as local processes (the pod-less runner).
+    Runner(DevRunnerArgs),
+    /// Start PostgreSQL, etcd, kube-apiserver and Tenantplane with the runner; print URLs and tokens.
+    Up(DevUpArgs),
+}
+
+/// `tenantplane dev runner`.
+#[derive(Debug, clap::Args)]
+pub struct DevRunnerArgs {
+    /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
+    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Directory of the pods (volumes, logs); default `$TMPDIR/tenantplane-<pid>/pods`.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// Only Deployments of these namespaces (repeatable; default: all).
+    #[arg(long = "namespace")]
+    pub namespaces: Vec<String>,
+}
+
+/// `tenantplane dev up`.
+#[derive(Debug, clap::Args)]
+pub struct DevUpArgs {
+    /// Address of the HTTP API.
+    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
 }
 
 /// `tenantplane token …`.
@@ -98,6 +132,8 @@ impl Cli {
             Command::Token(TokenCommand::Mint(args)) => mint(args).await,
             Command::Crdgen(args) => args.run(),
             Command::Controller(args) => controller(args).await,
+            Command::Dev(DevCommand::Runner(args)) => dev_runner(args).await,
+            Command::Dev(DevCommand::Up(args)) => dev_up(args).await,
             Command::Openapi => {
                 print!("{}", api::openapi_json());
                 Ok(())
@@ -291,6 +327,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.workload.key_algorithm = args.certificate_key_algorithm;
     settings.namespace = args.watch_namespace.clone();
     settings.datastore_selector = args.datastore_selector.clone();
+    settings.control_plane_selector = args.control_plane_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());
     let lease = args.leader_election.then(|| {
         LeaseSettings::new(
@@ -320,6 +357,41 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     let result = crate::controller::run(client, settings, lease, metrics, shutdown_signal()).await;
     http.abort();
     result.map_err(anyhow::Error::from)
+}
+
+/// `tenantplane dev runner`.
+async fn dev_runner(args: DevRunnerArgs) -> anyhow::Result<()> {
+    let client = kube_client(args.kubeconfig.as_deref())
+        .await
+        .context("connect to the management cluster")?;
+    let dir = match args.dir {
+        Some(dir) => dir,
+        None => crate::localenv::workdir()?.join("pods"),
+    };
+    let mut settings = crate::runner::RunnerSettings::new(dir.clone());
+    if !args.namespaces.is_empty() {
+        settings.namespaces = Some(args.namespaces.into_iter().collect());
+    }
+    let mut runner = crate::runner::Runner::start(client, settings).context("start the runner")?;
+    println!("tenantplane runner running; pods in {}", dir.display());
+    shutdown_signal().await;
+    runner.stop().await;
+    Ok(())
+}
+
+/// `tenantplane dev up` (what `make run` starts).
+async fn dev_up(args: DevUpArgs) -> anyhow::Result<()> {
+    let stack = crate::dev::DevStack::start(crate::dev::DevOptions {
+        listen: args.listen,
+        progress: true,
+    })
+    .await?;
+    println!("{}", stack.banner());
+    shutdown_signal().await;
+    eprintln!("[dev up] stopping");
+    stack.stop().await;
+    eprintln!("[dev up] stopped; nothing left running");
+    Ok(())
 }
 
 /// `tenantplane serve`.

@@ -192,6 +192,9 @@ pub struct ControllerArgs {
     /// Only reconcile DataStores matching this label selector (default: all).
     #[arg(long, env = "TENANTPLANE_DATASTORE_SELECTOR")]
     pub datastore_selector: Option<String>,
+    /// Only reconcile TenantControlPlanes matching this label selector (default: all).
+    #[arg(long, env = "TENANTPLANE_CONTROL_PLANE_SELECTOR")]
+    pub control_plane_selector: Option<String>,
     /// DataStore written into TenantControlPlanes that name none (upstream Kamaji's `--datastore`).
     #[arg(long, env = "TENANTPLANE_DEFAULT_DATASTORE")]
     pub default_datastore: Option<String>,

@@ -147,6 +147,9 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// Only DataStores matching this label selector (all when `None`).
     pub datastore_selector: Option<String>,
+    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`). `usedBy`
+    /// (from the controller's cache) then counts only those; NATS exclusivity still lists every one in scope.
+    pub control_plane_selector: Option<String>,
     /// Identity in Events (`reportingInstance`) and in the Lease.
     pub identity: String,
     /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
@@ -169,6 +172,7 @@ impl ControllerSettings {
             workload: workload::WorkloadSettings::default(),
             namespace: None,
             datastore_selector: None,
+            control_plane_selector: None,
             identity: identity.into(),
             resync: Duration::from_secs(300),
             default_datastore: None,
@@ -457,6 +461,7 @@ pub fn datastore_fingerprint(ds: &DataStore) -> String {
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
     let selector = ctx.settings.datastore_selector.clone();
+    let tcp_selector = ctx.settings.control_plane_selector.clone();
     let concurrency = ctx.settings.concurrency;
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let signal = |mut rx: tokio::sync::broadcast::Receiver<()>| async move {
@@ -465,7 +470,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
 
     // The TenantControlPlane controller is created first: its cache also serves the DataStore
     // controller's `usedBy`.
-    let control_planes = Controller::new(ctx.control_planes(), watcher::Config::default());
+    let control_planes = Controller::new(ctx.control_planes(), watcher_config(tcp_selector.as_deref()));
     let tcp_store = control_planes.store();
     let _ = ctx.tcp_store.set(tcp_store.clone());
 
@@ -477,12 +482,16 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     );
     let ds_store = datastores.store();
     let datastores = datastores
-        .watches(ctx.control_planes(), watcher::Config::default(), |tcp| {
-            build::referenced_datastores(&tcp)
-                .into_iter()
-                .map(|name| ObjectRef::<DataStore>::new(&name))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            ctx.control_planes(),
+            watcher_config(tcp_selector.as_deref()),
+            |tcp| {
+                build::referenced_datastores(&tcp)
+                    .into_iter()
+                    .map(|name| ObjectRef::<DataStore>::new(&name))
+                    .collect::<Vec<_>>()
+            },
+        )
         .watches(Api::<Secret>::all(client.clone()), watcher::Config::default(), {
             let ctx = ctx.clone();
             move |secret| {

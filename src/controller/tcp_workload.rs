@@ -484,13 +484,26 @@ async fn run(
         );
     } else {
         let s = applied.status.clone().unwrap_or_default();
-        let message = format!(
+        let mut message = format!(
             "Deployment {}: {}/{replicas} ready, {}/{replicas} updated, {}/{replicas} available",
             applied.name_any(),
             s.ready_replicas.unwrap_or(0),
             s.updated_replicas.unwrap_or(0),
             s.available_replicas.unwrap_or(0),
         );
+        // Why pods cannot be created (e.g. the runner has no binary for an image) belongs in the condition.
+        if let Some(failure) = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+        {
+            message.push_str(&format!(
+                "; {}: {}",
+                failure.reason.as_deref().unwrap_or("ReplicaFailure"),
+                failure.message.as_deref().unwrap_or_default()
+            ));
+        }
         conditions.set(
             DEPLOYMENT_AVAILABLE,
             Some(false),

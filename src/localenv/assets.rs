@@ -59,3 +59,66 @@ pub fn system_program(name: &str) -> Result<PathBuf> {
         .find(|p| p.is_file())
         .ok_or_else(|| LocalEnvError::MissingBinary(format!("{name} not found (install it; see README)")))
 }
+
+/// The directory of versioned binaries (`<name>-<version>`) that `scripts/test-env` builds.
+pub fn bin_dir() -> PathBuf {
+    let cache = std::env::var_os("TENANTPLANE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"))
+                .join("tenantplane")
+        });
+    cache.join("bin")
+}
+
+/// Versions of `name` that are built (`<bin_dir>/<name>-<version>`), sorted.
+pub fn built_versions(name: &str) -> Vec<String> {
+    let prefix = format!("{name}-v");
+    let mut versions: Vec<String> = std::fs::read_dir(bin_dir())
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let file = e.file_name().to_string_lossy().into_owned();
+                    file.strip_prefix(&prefix)
+                        .filter(|v| !v.ends_with(".tmp"))
+                        .map(|v| format!("v{v}"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    versions.sort();
+    versions
+}
+
+/// The built binary `name` at exactly `version`: `<bin_dir>/<name>-<version>`, or the unversioned one in
+/// [`dir`] when it is a Kubernetes component of that version; else an error naming the built versions.
+pub fn versioned_binary(name: &str, version: &str) -> Result<PathBuf> {
+    let path = bin_dir().join(format!("{name}-{version}"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let unversioned = dir().join(name);
+    if name.starts_with("kube-") && unversioned.exists() && kube_version().as_deref() == Some(version) {
+        return Ok(unversioned);
+    }
+    let built = built_versions(name);
+    let how = if name.starts_with("kube-") {
+        format!("scripts/test-env build-kube {version}")
+    } else {
+        format!(
+            "TENANTPLANE_{}_VERSION={version} scripts/test-env",
+            name.replace('-', "_").to_uppercase()
+        )
+    };
+    Err(LocalEnvError::MissingBinary(format!(
+        "{name} {version} is not built (built: {}); build it with `{how}`",
+        if built.is_empty() {
+            "none".to_string()
+        } else {
+            built.join(", ")
+        },
+    )))
+}

@@ -31,6 +31,8 @@ pub struct Spec {
     pub user: Option<String>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
+    /// Start from an empty environment (plus `PATH` and `HOME`), as a container would.
+    pub clear_env: bool,
 }
 
 impl Spec {
@@ -73,6 +75,14 @@ impl Spec {
         cmd.args(["--pdeathsig", "KILL", "--"])
             .arg(&self.program)
             .args(&self.args);
+        if self.clear_env {
+            cmd.env_clear();
+            for key in ["PATH", "HOME"] {
+                if let Some(value) = std::env::var_os(key) {
+                    cmd.env(key, value);
+                }
+            }
+        }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);

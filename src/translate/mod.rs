@@ -185,6 +185,24 @@ pub fn spec(row: &ControlPlaneRow, placement: &Placement) -> TenantControlPlaneS
     }
 }
 
+/// How a TenantControlPlane's `networkProfile.address` is chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TenantAddress {
+    /// Not set: the controller's endpoint is the Service's (cluster IP or load balancer).
+    #[default]
+    None,
+    /// A loopback address derived from the control-plane id ([`loopback_address`]), served by the
+    /// pod-less runner on this machine (tests and `make run`).
+    Loopback,
+}
+
+/// A stable loopback address of a control plane in 127.128.0.0/9 (`127.<128..255>.<0..255>.<1..254>`):
+/// the pod-less runner publishes the tenant API there, and the certificates and admin kubeconfig name it.
+pub fn loopback_address(control_plane: Uuid) -> std::net::Ipv4Addr {
+    let b = control_plane.as_bytes();
+    std::net::Ipv4Addr::new(127, 128 | b[0], b[1], 1 + b[2] % 254)
+}
+
 /// Labels of every object rendered for `row`.
 pub fn labels(tenant: Uuid, control_plane: Uuid) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -201,7 +219,30 @@ pub fn translate(
     tenant_slug: &str,
     namespace_template: &str,
 ) -> TenantControlPlane {
-    let mut tcp = TenantControlPlane::new(&row.name, spec(row, placement));
+    translate_with(
+        row,
+        placement,
+        tenant_slug,
+        namespace_template,
+        TenantAddress::None,
+    )
+}
+
+/// [`translate`] with the tenant address chosen by `address`.
+pub fn translate_with(
+    row: &ControlPlaneRow,
+    placement: &Placement,
+    tenant_slug: &str,
+    namespace_template: &str,
+    address: TenantAddress,
+) -> TenantControlPlane {
+    let mut spec = spec(row, placement);
+    if address == TenantAddress::Loopback
+        && let Some(np) = spec.network_profile.as_mut()
+    {
+        np.address = Some(loopback_address(row.id).to_string());
+    }
+    let mut tcp = TenantControlPlane::new(&row.name, spec);
     tcp.metadata = ObjectMeta {
         name: Some(row.name.clone()),
         namespace: Some(namespace(namespace_template, tenant_slug)),

@@ -151,3 +151,27 @@ fn size_classes_grow() {
     assert_eq!([cpu("small"), cpu("medium"), cpu("large")], ["250m", "500m", "1"]);
     assert_eq!(cpu("unknown"), "250m");
 }
+
+#[test]
+fn loopback_mode_gives_each_control_plane_a_stable_address_outside_127_0() {
+    let r = row();
+    let tcp = translate_with(
+        &r,
+        &Placement::fallback(&r),
+        "acme",
+        DEFAULT_NAMESPACE_TEMPLATE,
+        TenantAddress::Loopback,
+    );
+    let address = tcp
+        .spec
+        .network_profile
+        .as_ref()
+        .and_then(|n| n.address.clone())
+        .unwrap();
+    assert_eq!(address, loopback_address(r.id).to_string());
+    let ip = loopback_address(r.id);
+    assert!(ip.is_loopback() && ip.octets()[1] >= 128 && ip.octets()[3] >= 1 && ip.octets()[3] <= 254);
+    assert_eq!(loopback_address(r.id), ip);
+    let plain = translate(&r, &Placement::fallback(&r), "acme", DEFAULT_NAMESPACE_TEMPLATE);
+    assert_eq!(plain.spec.network_profile.and_then(|n| n.address), None);
+}

@@ -87,6 +87,10 @@ pub struct WorkerSettings {
         default_value_t = 300_000
     )]
     pub backoff_max_ms: u64,
+    /// `networkProfile.address` of the TenantControlPlanes: `none`, or `loopback` (a stable 127.128.0.0/9
+    /// address per control plane, published by the pod-less runner).
+    #[arg(long = "tenant-address", env = "TENANTPLANE_TENANT_ADDRESS", value_enum, default_value_t = translate::TenantAddress::None)]
+    pub tenant_address: translate::TenantAddress,
 }
 
 impl Default for WorkerSettings {
@@ -99,6 +103,7 @@ impl Default for WorkerSettings {
             poll_ms: 200,
             backoff_ms: 1000,
             backoff_max_ms: 300_000,
+            tenant_address: translate::TenantAddress::None,
         }
     }
 }
@@ -474,7 +479,13 @@ impl Worker {
         placement: &Placement,
         slug: &str,
     ) -> Result<(), kube::Error> {
-        let tcp = translate::translate(cp, placement, slug, &self.settings.namespace_template);
+        let tcp = translate::translate_with(
+            cp,
+            placement,
+            slug,
+            &self.settings.namespace_template,
+            self.settings.tenant_address,
+        );
         let namespace = tcp.metadata.namespace.clone().unwrap_or_default();
         self.ensure_namespace(&namespace, cp.tenant_id).await?;
         let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);

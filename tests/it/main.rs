@@ -9,6 +9,7 @@ mod api;
 mod controller;
 mod crds;
 mod datastore;
+mod e2e;
 mod graphql;
 mod helm;
 mod serve;

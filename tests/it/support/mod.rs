@@ -247,3 +247,30 @@ pub fn crds_installed() {
     .map_err(|e| e.clone())
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Command lines of live processes (not zombies) whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(path.join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie && text.contains(needle) {
+            found.push(format!(
+                "{}: {}",
+                entry.file_name().to_string_lossy(),
+                text.trim()
+            ));
+        }
+    }
+    found
+}

@@ -1,0 +1,418 @@
+//! The one-machine stack of `make run` (`tenantplane dev up`): a local PostgreSQL, an etcd and a
+//! kube-apiserver (+ controller-manager) as the management cluster, a TLS etcd as the `default`
+//! DataStore pool, and Tenantplane itself (`serve`, the sync worker, the controllers and the pod-less
+//! runner) in this process. Everything lives in one scratch directory and dies with the process.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use k8s_openapi::{
+    api::core::v1::{Namespace, Secret},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use crate::{
+    api::{self, AppState},
+    auth::{TokenSettings, keys::ServerKey},
+    controller::{ControllerSettings, metrics::Metrics},
+    domain::Role,
+    k8s::crd::DataStore,
+    localenv::{
+        self, assets,
+        etcd::{EtcdOptions, LocalEtcd},
+        kube::{KubeOptions, LocalKube},
+        pki::TinyCa,
+        postgres::LocalPostgres,
+    },
+    runner::{Runner, RunnerSettings},
+    service::{self, Ctx},
+    store,
+    translate::TenantAddress,
+    worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+
+/// Where the demo tenant lives.
+pub const DEMO_TENANT: &str = "demo";
+/// The DataStore pool `dev up` registers.
+pub const POOL: &str = "default";
+/// The kine image the controller renders (the runner maps it to the cached kine binary).
+pub const KINE_IMAGE: &str = "rancher/kine:v0.17.5";
+
+/// Options of [`DevStack::start`].
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// Address of the HTTP API (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Print progress lines on stderr.
+    pub progress: bool,
+}
+
+/// A running local stack; dropping it stops everything.
+pub struct DevStack {
+    /// Base URL of the HTTP API, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    /// A platform-admin token.
+    pub admin_token: String,
+    /// A tenant-member token of the demo tenant.
+    pub demo_token: String,
+    /// A tenant-admin token of the demo tenant (not printed; deletes need it).
+    pub demo_admin_token: String,
+    /// The Kubernetes version the cached binaries run.
+    pub kube_version: String,
+    /// The scratch directory (PostgreSQL, etcds, kube-apiserver, pods).
+    pub dir: PathBuf,
+    runner: Runner,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _worker: Arc<Worker>,
+    _datastore: LocalEtcd,
+    _kube: LocalKube,
+    _etcd: LocalEtcd,
+    _pg: LocalPostgres,
+}
+
+impl std::fmt::Debug for DevStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevStack")
+            .field("url", &self.url)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for DevStack {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn step(progress: bool, what: &str) {
+    if progress {
+        eprintln!("[dev up] {what}");
+    }
+}
+
+async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (_, crd) in crate::k8s::crd::all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("tenantplane-dev").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("apply CRD {name}"))?;
+        let start = std::time::Instant::now();
+        loop {
+            let established = api
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(60),
+                "CRD {name} not Established after 60s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Registers the TLS etcd `etcd` as DataStore `etcd-default` in pool `default`: the Secret and the
+/// DataStore object in the cluster, the registry rows in PostgreSQL.
+async fn register_datastore(
+    client: &kube::Client,
+    db: &sqlx::PgPool,
+    etcd: &LocalEtcd,
+) -> anyhow::Result<()> {
+    let ns = "tenantplane-system";
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await?;
+    let tls = etcd.tls().context("the DataStore etcd has no TLS")?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "etcd-default-tls"},
+        "stringData": {
+            "ca.crt": tls.ca.cert_pem, "ca.key": tls.ca.key_pem,
+            "root.crt": tls.root_client.cert_pem, "root.key": tls.root_client.key_pem,
+        },
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let sref =
+        |key: &str| json!({"secretReference": {"name": "etcd-default-tls", "namespace": ns, "keyPath": key}});
+    let ds: DataStore = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "DataStore",
+        "metadata": {"name": "etcd-default"},
+        "spec": {
+            "driver": "etcd",
+            "endpoints": [etcd.endpoint()],
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": sref("ca.crt"), "privateKey": sref("ca.key")},
+                "clientCertificate": {"certificate": sref("root.crt"), "privateKey": sref("root.key")},
+            },
+        },
+    }))?;
+    Api::<DataStore>::all(client.clone())
+        .create(&PostParams::default(), &ds)
+        .await?;
+    let pool = store::datastores::insert_pool(db, POOL, "spread", &json!({})).await?;
+    let api_ref = |key: &str| json!({"name": "etcd-default-tls", "namespace": ns, "keyPath": key});
+    store::datastores::insert(
+        db,
+        &store::datastores::NewDataStore {
+            name: "etcd-default".into(),
+            pool_id: Some(pool.id),
+            driver: "etcd".into(),
+            endpoints: vec![etcd.endpoint()],
+            secret_refs: json!({
+                "caCertificate": api_ref("ca.crt"), "caPrivateKey": api_ref("ca.key"),
+                "clientCertificate": api_ref("root.crt"), "clientPrivateKey": api_ref("root.key"),
+            }),
+            labels: json!({}),
+            capacity_tenants: 100,
+            capacity_bytes: None,
+            ca_id: Some("dev-etcd-ca".into()),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+impl DevStack {
+    /// Starts everything; returns once the API serves and the pool is ready.
+    pub async fn start(options: DevOptions) -> anyhow::Result<Self> {
+        let p = options.progress;
+        localenv::install_crypto_provider();
+        let kube_version = assets::kube_version().context(
+            "the cached binaries are missing: run `scripts/test-env build` (or `make run`, which does)",
+        )?;
+        // The API port first: a port in use fails before anything starts.
+        let listener = tokio::net::TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("bind {}", options.listen))?;
+        let dir = localenv::scratch_dir("dev")?;
+
+        step(p, "starting PostgreSQL");
+        let pg = LocalPostgres::start(dir.join("pg"))
+            .await
+            .context("start PostgreSQL")?;
+        let db = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(16)
+            .connect(&pg.url())
+            .await
+            .context("connect to PostgreSQL")?;
+        store::MIGRATOR.run(&db).await.context("run migrations")?;
+
+        step(p, "starting etcd and kube-apiserver (the management cluster)");
+        let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
+        let kube = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
+        let client = kube.client().await?;
+        install_crds(&client).await?;
+
+        step(p, "starting the etcd of the `default` DataStore pool");
+        let ca = TinyCa::new("tenantplane-dev-etcd-ca")?;
+        let datastore = LocalEtcd::start(dir.join("datastore"), EtcdOptions { tls_ca: Some(&ca) }).await?;
+        register_datastore(&client, &db, &datastore).await?;
+
+        step(
+            p,
+            "starting serve, the worker, the controllers and the pod-less runner",
+        );
+        let ctx = Ctx {
+            db: db.clone(),
+            server_key: Arc::new(
+                ServerKey::from_base64(&ServerKey::generate_base64()?).map_err(anyhow::Error::msg)?,
+            ),
+            tokens: TokenSettings {
+                issuer: "tenantplane".into(),
+                audience: "tenantplane".into(),
+                external: Default::default(),
+                verifying_keys: Default::default(),
+            },
+            versions: Default::default(),
+            placement: Default::default(),
+        };
+        let url = format!("http://{}", listener.local_addr()?);
+        let state = AppState {
+            ctx: ctx.clone(),
+            kube: Some(client.clone()),
+            metrics: Arc::new(api::metrics::Metrics::default()),
+            public_url: url.clone(),
+            max_body_bytes: 64 * 1024,
+            graphql: Default::default(),
+        };
+        let mut tasks = vec![tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, api::router(state)).await {
+                tracing::error!("serve stopped: {err}");
+            }
+        })];
+        let worker = Arc::new(Worker::new(
+            db.clone(),
+            client.clone(),
+            WorkerSettings {
+                poll_ms: 100,
+                tenant_address: TenantAddress::Loopback,
+                ..WorkerSettings::default()
+            },
+            WorkerMetrics::default(),
+        ));
+        tasks.push(tokio::spawn({
+            let worker = worker.clone();
+            async move {
+                if let Err(err) = worker.run().await {
+                    tracing::error!("worker stopped: {err:#}");
+                }
+            }
+        }));
+        let mut settings = ControllerSettings::new(format!("dev-{}", std::process::id()));
+        settings.workload.kine_image = KINE_IMAGE.into();
+        tasks.push(tokio::spawn({
+            let client = client.clone();
+            async move {
+                let _ = crate::controller::run(
+                    client,
+                    settings,
+                    None,
+                    Arc::new(Metrics::default()),
+                    std::future::pending(),
+                )
+                .await;
+            }
+        }));
+        let runner = Runner::start(client.clone(), RunnerSettings::new(dir.join("pods")))?;
+
+        // Wait until the DataStore is Ready, then the tenant and the tokens.
+        let datastores: Api<DataStore> = Api::all(client.clone());
+        let start = std::time::Instant::now();
+        while !datastores
+            .get_opt("etcd-default")
+            .await?
+            .and_then(|d| d.status)
+            .is_some_and(|s| s.ready)
+        {
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(60),
+                "the DataStore etcd-default is not Ready after 60s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let admin_token =
+            service::tokens::mint_unchecked(&ctx, None, Role::PlatformAdmin, 7 * 86400, "make run", "dev")
+                .await
+                .map_err(|e| anyhow::anyhow!("mint the platform-admin token: {e}"))?
+                .token;
+        let response = reqwest::Client::new()
+            .post(format!("{url}/api/v1/tenants"))
+            .bearer_auth(&admin_token)
+            .json(&json!({"slug": DEMO_TENANT, "displayName": "Demo tenant"}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "create the demo tenant: {}",
+            response.status()
+        );
+        let tenant = store::tenants::by_slug(&db, DEMO_TENANT)
+            .await?
+            .context("the demo tenant is missing")?;
+        let demo_token = service::tokens::mint_unchecked(
+            &ctx,
+            Some(tenant.id),
+            Role::TenantMember,
+            7 * 86400,
+            "make run demo",
+            "dev",
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("mint the demo token: {e}"))?
+        .token;
+        let demo_admin_token = service::tokens::mint_unchecked(
+            &ctx,
+            Some(tenant.id),
+            Role::TenantAdmin,
+            7 * 86400,
+            "make run demo admin",
+            "dev",
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("mint the demo admin token: {e}"))?
+        .token;
+        Ok(Self {
+            url,
+            admin_token,
+            demo_token,
+            demo_admin_token,
+            kube_version,
+            dir,
+            runner,
+            tasks,
+            _worker: worker,
+            _datastore: datastore,
+            _kube: kube,
+            _etcd: etcd,
+            _pg: pg,
+        })
+    }
+
+    /// The curl line that creates a demo control plane.
+    pub fn create_command(&self) -> String {
+        format!(
+            "curl -sX POST {}/api/v1/tenants/{DEMO_TENANT}/control-planes -H 'authorization: Bearer {}' -H 'content-type: application/json' -d '{{\"name\":\"demo\",\"kubernetesVersion\":\"{}\",\"replicas\":1}}'",
+            self.url, self.demo_token, self.kube_version
+        )
+    }
+
+    /// What `make run` prints.
+    pub fn banner(&self) -> String {
+        let u = &self.url;
+        format!(
+            "Tenantplane is running (Ctrl-C stops everything)\n\
+             API:      {u}/api/v1   (OpenAPI: {u}/api/v1/openapi.json)\n\
+             GraphiQL: {u}/graphql\n\
+             Docs:     {u}/docs\n\
+             Platform-admin token: {}\n\
+             Demo tenant token ({DEMO_TENANT}, tenant-member): {}\n\
+             Create a control plane:\n  {}\n\
+             Watch it: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes -H 'authorization: Bearer {}'\n\
+             Its kubeconfig, once Ready: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}'\n",
+            self.admin_token,
+            self.demo_token,
+            self.create_command(),
+            self.demo_token,
+            self.demo_token,
+        )
+    }
+
+    /// Stops the runner (every tenant pod), then the rest.
+    pub async fn stop(mut self) {
+        self.runner.stop().await;
+        for t in &self.tasks {
+            t.abort();
+        }
+        let dir = self.dir.clone();
+        drop(self);
+        let _ = std::fs::remove_dir_all(&dir);
+        // The per-process work directory too, when nothing else is in it.
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}

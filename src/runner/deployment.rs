@@ -1,0 +1,673 @@
+//! One Deployment's pods: start, probe, restart, roll, stop, and the status the deployment controller
+//! would write.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{ConfigMap, PodSpec, Secret},
+};
+use kube::{
+    Api, Resource, ResourceExt as _,
+    api::{Patch, PatchParams},
+    runtime::events::{Event, EventType, Recorder, Reporter},
+};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::{
+    CachedImages, Key, RunnerSettings,
+    net::{self, AddressClaim, ServiceProxy},
+    pod::{self, ContainerPlan, HttpProbe, PlanError},
+    template_hash,
+};
+use crate::{
+    k8s::crd::TenantControlPlane,
+    localenv::process::{ChildProcess, Spec},
+};
+
+/// One container process and its probe state.
+#[derive(Debug)]
+struct Container {
+    plan: ContainerPlan,
+    log: PathBuf,
+    child: Option<ChildProcess>,
+    started_at: Instant,
+    restarts: u32,
+    restart_at: Option<Instant>,
+    started: bool,
+    ready: bool,
+    ever_ready: bool,
+    liveness_failures: u32,
+    readiness_failures: u32,
+    next_probe: Instant,
+}
+
+/// One replica: its address, directory and containers.
+#[derive(Debug)]
+struct Pod {
+    name: String,
+    hash: String,
+    address: AddressClaim,
+    dir: PathBuf,
+    containers: Vec<Container>,
+}
+
+impl Pod {
+    fn ready(&self) -> bool {
+        self.containers.iter().all(|c| c.ready)
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        for c in &mut self.containers {
+            if let Some(mut child) = c.child.take() {
+                child.stop(Duration::from_secs(2));
+            }
+        }
+        // Secrets on disk go with the pod; the logs stay for whoever reads them.
+        let _ = std::fs::remove_dir_all(self.dir.join("v"));
+    }
+}
+
+fn spawn(plan: &ContainerPlan, log: &std::path::Path) -> std::io::Result<ChildProcess> {
+    let mut spec = Spec::new(plan.name.clone(), &plan.program).args(plan.args.clone());
+    spec.clear_env = true;
+    for (k, v) in &plan.env {
+        spec = spec.env(k, v);
+    }
+    ChildProcess::spawn(&spec, log)
+}
+
+/// Runs `plan` to completion (init containers), within a minute.
+async fn run_init(plan: &ContainerPlan, log: &std::path::Path) -> Result<(), String> {
+    let mut child = spawn(plan, log).map_err(|e| format!("init container {}: {e}", plan.name))?;
+    let start = Instant::now();
+    loop {
+        match child.check_running() {
+            Ok(()) if start.elapsed() < Duration::from_secs(60) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(()) => return Err(format!("init container {} ran over 60s", plan.name)),
+            Err(exit) if exit.status == "exit status: 0" => return Ok(()),
+            Err(exit) => return Err(format!("init container {} failed: {exit}", plan.name)),
+        }
+    }
+}
+
+fn write_files(plan: &pod::PodPlan) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    for dir in &plan.dirs {
+        std::fs::create_dir_all(dir)?;
+    }
+    for file in &plan.files {
+        if let Some(parent) = file.path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&file.path, &file.content)?;
+        std::fs::set_permissions(&file.path, std::fs::Permissions::from_mode(file.mode))?;
+    }
+    Ok(())
+}
+
+/// What a probe saw.
+async fn probe(http: &reqwest::Client, p: &HttpProbe) -> bool {
+    match http
+        .get(p.url())
+        .timeout(p.timeout.max(Duration::from_millis(500)))
+        .send()
+        .await
+    {
+        Ok(r) => r.status().is_success() || r.status().is_redirection(),
+        Err(_) => false,
+    }
+}
+
+/// The names of every Secret and ConfigMap a pod template references.
+fn references(spec: &PodSpec) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut secrets = BTreeSet::new();
+    let mut cms = BTreeSet::new();
+    for v in spec.volumes.iter().flatten() {
+        if let Some(s) = &v.secret {
+            secrets.extend(s.secret_name.clone());
+        }
+        if let Some(c) = &v.config_map {
+            cms.insert(c.name.clone());
+        }
+        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(s) = &src.secret {
+                secrets.insert(s.name.clone());
+            }
+            if let Some(c) = &src.config_map {
+                cms.insert(c.name.clone());
+            }
+        }
+    }
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        for from in c.env_from.iter().flatten() {
+            if let Some(s) = &from.secret_ref {
+                secrets.insert(s.name.clone());
+            }
+            if let Some(m) = &from.config_map_ref {
+                cms.insert(m.name.clone());
+            }
+        }
+        for var in c.env.iter().flatten() {
+            if let Some(from) = &var.value_from {
+                if let Some(s) = &from.secret_key_ref {
+                    secrets.insert(s.name.clone());
+                }
+                if let Some(m) = &from.config_map_key_ref {
+                    cms.insert(m.name.clone());
+                }
+            }
+        }
+    }
+    (secrets, cms)
+}
+
+/// State of one Deployment.
+pub(super) struct Runtime {
+    client: kube::Client,
+    settings: Arc<RunnerSettings>,
+    key: Key,
+    recorder: Recorder,
+    http: reqwest::Client,
+    pods: Vec<Pod>,
+    proxy: Option<ServiceProxy>,
+    backends: watch::Sender<Vec<SocketAddr>>,
+    failure: Option<(&'static str, String)>,
+    reported: BTreeSet<String>,
+    last_status: Option<serde_json::Value>,
+    next_start: Instant,
+    serial: u32,
+}
+
+impl Runtime {
+    pub(super) fn new(client: kube::Client, settings: Arc<RunnerSettings>, key: Key) -> Self {
+        crate::localenv::install_crypto_provider();
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "tenantplane-runner".into(),
+                instance: Some(format!("runner-{}", std::process::id())),
+            },
+        );
+        let http = reqwest::Client::builder()
+            .tls_danger_accept_invalid_certs(true)
+            .build()
+            .unwrap_or_default();
+        Self {
+            client,
+            settings,
+            key,
+            recorder,
+            http,
+            pods: Vec::new(),
+            proxy: None,
+            backends: watch::channel(Vec::new()).0,
+            failure: None,
+            reported: BTreeSet::new(),
+            last_status: None,
+            next_start: Instant::now(),
+            serial: 0,
+        }
+    }
+
+    async fn event(&mut self, deployment: &Deployment, type_: EventType, reason: &str, note: &str) {
+        // One Event per distinct message: a crash loop must not flood the API.
+        if !self.reported.insert(format!("{reason}/{note}")) {
+            return;
+        }
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Run".into(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&event, &deployment.object_ref(&())).await {
+            tracing::warn!(deployment = %deployment.name_any(), "runner: publishing an Event failed: {err}");
+        }
+    }
+
+    /// Plans and starts one pod of template `hash`.
+    async fn start_pod(
+        &mut self,
+        deployment: &Deployment,
+        spec: &PodSpec,
+        hash: &str,
+    ) -> Result<(), (&'static str, String)> {
+        let (ns, name) = self.key.clone();
+        let (secret_names, cm_names) = references(spec);
+        let secrets_api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let cms_api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+        let mut secrets = HashMap::new();
+        for s in secret_names {
+            match secrets_api.get_opt(&s).await {
+                Ok(Some(secret)) => {
+                    secrets.insert(s, secret);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(("KubernetesApiError", format!("reading Secret {s}: {e}"))),
+            }
+        }
+        let mut config_maps = HashMap::new();
+        for c in cm_names {
+            match cms_api.get_opt(&c).await {
+                Ok(Some(cm)) => {
+                    config_maps.insert(c, cm);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(("KubernetesApiError", format!("reading ConfigMap {c}: {e}"))),
+            }
+        }
+        let address = net::claim_address().map_err(|e| ("AddressUnavailable", e.to_string()))?;
+        self.serial += 1;
+        let pod_name = format!("{name}-{hash}-{}", self.serial);
+        // Short: a unix socket path (kine's) must stay under 108 bytes; pod.json maps it back.
+        let dir = self
+            .settings
+            .dir
+            .join(&uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let sources = pod::Sources {
+            secrets: &secrets,
+            config_maps: &config_maps,
+        };
+        let plan = pod::plan(spec, &sources, &CachedImages, &dir, address.ip())
+            .map_err(|e: PlanError| (e.reason(), e.to_string()))?;
+        let io = |e: std::io::Error| ("PodSetupFailed", format!("pod {pod_name}: {e}"));
+        std::fs::create_dir_all(dir.join("logs")).map_err(io)?;
+        std::fs::write(
+            dir.join("pod.json"),
+            json!({"namespace": ns, "deployment": name, "pod": pod_name, "ip": address.ip().to_string(), "hash": hash}).to_string(),
+        )
+        .map_err(io)?;
+        write_files(&plan).map_err(io)?;
+        let mut pod = Pod {
+            name: pod_name.clone(),
+            hash: hash.to_string(),
+            address,
+            dir: dir.clone(),
+            containers: Vec::new(),
+        };
+        for init in &plan.init {
+            run_init(init, &dir.join("logs").join(format!("init-{}.log", init.name)))
+                .await
+                .map_err(|e| ("InitContainerFailed", format!("pod {pod_name}: {e}")))?;
+        }
+        for c in plan.containers {
+            let log = dir.join("logs").join(format!("{}.log", c.name));
+            let child = spawn(&c, &log).map_err(|e| {
+                (
+                    "ContainerStartFailed",
+                    format!("pod {pod_name}, container {}: {e}", c.name),
+                )
+            })?;
+            pod.containers.push(Container {
+                plan: c,
+                log,
+                child: Some(child),
+                started_at: Instant::now(),
+                restarts: 0,
+                restart_at: None,
+                started: false,
+                ready: false,
+                ever_ready: false,
+                liveness_failures: 0,
+                readiness_failures: 0,
+                next_probe: Instant::now(),
+            });
+        }
+        tracing::info!(namespace = %ns, deployment = %name, pod = %pod_name, ip = %pod.address.ip(), "runner: started pod");
+        let _ = deployment;
+        self.pods.push(pod);
+        Ok(())
+    }
+
+    /// Restarts exited containers (with backoff) and runs due probes.
+    async fn tick_pods(&mut self) -> Vec<String> {
+        let mut restarted = Vec::new();
+        let now = Instant::now();
+        let fast = self.settings.fast_probe;
+        let max_backoff = self.settings.max_backoff;
+        for pod in &mut self.pods {
+            for c in &mut pod.containers {
+                // Exited: restart after a backoff (1 s doubling), like restartPolicy Always.
+                let exited = match c.child.as_mut() {
+                    Some(child) => child.check_running().err().map(|e| e.status),
+                    None => None,
+                };
+                if let Some(status) = exited {
+                    c.child = None;
+                    c.ready = false;
+                    c.started = false;
+                    let backoff = Duration::from_secs(1u64 << c.restarts.min(5)).min(max_backoff);
+                    c.restart_at = Some(now + backoff);
+                    restarted.push(format!(
+                        "pod {}, container {} exited ({status}); restarting in {}s (restart {}); log: {}",
+                        pod.name,
+                        c.plan.name,
+                        backoff.as_secs(),
+                        c.restarts + 1,
+                        c.log.display()
+                    ));
+                }
+                if c.child.is_none() && c.restart_at.is_some_and(|t| t <= now) {
+                    c.restart_at = None;
+                    c.restarts += 1;
+                    c.liveness_failures = 0;
+                    c.readiness_failures = 0;
+                    match spawn(&c.plan, &c.log) {
+                        Ok(child) => {
+                            c.child = Some(child);
+                            c.started_at = now;
+                            c.next_probe = now;
+                        }
+                        Err(e) => {
+                            c.restart_at = Some(now + max_backoff);
+                            restarted.push(format!("pod {}, container {}: {e}", pod.name, c.plan.name));
+                        }
+                    }
+                }
+            }
+        }
+        // Probes, concurrently across containers.
+        let mut due = Vec::new();
+        for (pi, pod) in self.pods.iter().enumerate() {
+            for (ci, c) in pod.containers.iter().enumerate() {
+                if c.child.is_none() || c.next_probe > now {
+                    continue;
+                }
+                let startup = (!c.started).then(|| c.plan.startup.clone()).flatten();
+                let readiness = c.plan.readiness.clone();
+                let liveness = c.started.then(|| c.plan.liveness.clone()).flatten();
+                let delay_ok = |p: &Option<HttpProbe>| {
+                    p.as_ref()
+                        .is_none_or(|p| now.duration_since(c.started_at) >= p.initial_delay)
+                };
+                if !delay_ok(&startup) || !delay_ok(&readiness) {
+                    continue;
+                }
+                due.push((pi, ci, startup, readiness, liveness));
+            }
+        }
+        let http = self.http.clone();
+        let results =
+            futures_util::future::join_all(due.into_iter().map(|(pi, ci, startup, readiness, liveness)| {
+                let http = http.clone();
+                async move {
+                    let startup_ok = match &startup {
+                        Some(p) => Some(probe(&http, p).await),
+                        None => None,
+                    };
+                    let gate = startup_ok.unwrap_or(true);
+                    let ready_ok = match (&readiness, gate) {
+                        (Some(p), true) => Some(probe(&http, p).await),
+                        _ => None,
+                    };
+                    let live_ok = match &liveness {
+                        Some(p) => Some(probe(&http, p).await),
+                        None => None,
+                    };
+                    (pi, ci, startup_ok, ready_ok, live_ok, readiness.map(|p| p.period))
+                }
+            }))
+            .await;
+        for (pi, ci, startup_ok, ready_ok, live_ok, period) in results {
+            let Some(pod) = self.pods.get_mut(pi) else {
+                continue;
+            };
+            let pod_name = pod.name.clone();
+            let Some(c) = pod.containers.get_mut(ci) else {
+                continue;
+            };
+            if startup_ok.unwrap_or(true) {
+                c.started = true;
+            }
+            match ready_ok {
+                Some(true) => {
+                    c.ready = true;
+                    c.ever_ready = true;
+                    c.readiness_failures = 0;
+                }
+                Some(false) => {
+                    c.readiness_failures += 1;
+                    let threshold = c
+                        .plan
+                        .readiness
+                        .as_ref()
+                        .map(|p| p.failure_threshold)
+                        .unwrap_or(3);
+                    if !c.ever_ready || c.readiness_failures >= threshold {
+                        c.ready = false;
+                    }
+                }
+                None if c.plan.readiness.is_none() && c.started => c.ready = true,
+                None => {}
+            }
+            if live_ok == Some(false) {
+                c.liveness_failures += 1;
+                let threshold = c.plan.liveness.as_ref().map(|p| p.failure_threshold).unwrap_or(3);
+                if c.liveness_failures >= threshold
+                    && let Some(mut child) = c.child.take()
+                {
+                    restarted.push(format!(
+                        "pod {pod_name}, container {} failed its liveness probe {threshold} times; restarting",
+                        c.plan.name
+                    ));
+                    child.stop(Duration::from_secs(2));
+                    c.ready = false;
+                    c.started = false;
+                    c.restart_at = Some(now);
+                }
+            } else if live_ok == Some(true) {
+                c.liveness_failures = 0;
+            }
+            // Fast probes until first ready, then the probe's own period.
+            let period = period.unwrap_or(Duration::from_secs(10));
+            c.next_probe = now + if c.ever_ready && c.ready { period } else { fast };
+        }
+        restarted
+    }
+
+    /// The tenant's published address (`networkProfile.address:port` of the owning TenantControlPlane).
+    async fn published(&self, deployment: &Deployment) -> Option<SocketAddr> {
+        let owner = deployment
+            .owner_references()
+            .iter()
+            .find(|o| o.kind == "TenantControlPlane")?
+            .name
+            .clone();
+        let tcp = Api::<TenantControlPlane>::namespaced(self.client.clone(), &self.key.0)
+            .get_opt(&owner)
+            .await
+            .ok()??;
+        let np = tcp.spec.network_profile?;
+        let ip: IpAddr = np.address?.parse().ok()?;
+        (ip.is_loopback())
+            .then(|| SocketAddr::new(ip, u16::try_from(np.port.unwrap_or(6443)).unwrap_or(6443)))
+    }
+
+    /// One pass: scale, roll, probe, publish, report. Returns when the pass is done.
+    pub(super) async fn reconcile(&mut self, deployment: &Deployment) {
+        let spec = deployment.spec.clone().unwrap_or_default();
+        let template = serde_json::to_value(&spec.template).unwrap_or_default();
+        let hash = template_hash(&template);
+        let deleting = deployment.metadata.deletion_timestamp.is_some();
+        let desired = if deleting {
+            0
+        } else {
+            spec.replicas.unwrap_or(1).max(0) as usize
+        };
+        let recreate = spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
+        let pod_spec = spec.template.spec.clone().unwrap_or_default();
+
+        // Recreate: old pods go first.
+        if recreate {
+            self.pods.retain(|p| p.hash == hash);
+        }
+        let current = self.pods.iter().filter(|p| p.hash == hash).count();
+        if current < desired && Instant::now() >= self.next_start {
+            match self.start_pod(deployment, &pod_spec, &hash).await {
+                Ok(()) => self.failure = None,
+                Err((reason, message)) => {
+                    tracing::warn!(namespace = %self.key.0, deployment = %self.key.1, reason, "runner: cannot start a pod: {message}");
+                    self.event(deployment, EventType::Warning, reason, &message).await;
+                    self.failure = Some((reason, message));
+                    self.next_start = Instant::now() + Duration::from_secs(2);
+                }
+            }
+        }
+        if current > desired {
+            // Scale down: the newest pods of the current template go first.
+            let mut extra = current - desired;
+            let mut i = self.pods.len();
+            while extra > 0 && i > 0 {
+                i -= 1;
+                if self.pods[i].hash == hash {
+                    self.pods.remove(i);
+                    extra -= 1;
+                }
+            }
+        }
+        for note in self.tick_pods().await {
+            self.event(deployment, EventType::Warning, "BackOff", &note).await;
+        }
+        // Rolling update: once every replica of the new template is ready, the old ones stop.
+        let new_ready = self.pods.iter().filter(|p| p.hash == hash && p.ready()).count();
+        if new_ready >= desired {
+            self.pods.retain(|p| p.hash == hash);
+        }
+
+        // The Service: the published address forwards to the ready replicas.
+        let port = self.published(deployment).await;
+        let backends: Vec<SocketAddr> = match port {
+            Some(addr) => self
+                .pods
+                .iter()
+                .filter(|p| p.ready())
+                .map(|p| SocketAddr::new(IpAddr::V4(p.address.ip()), addr.port()))
+                .collect(),
+            None => Vec::new(),
+        };
+        self.backends.send_replace(backends);
+        match (port, &self.proxy) {
+            (Some(addr), Some(proxy)) if proxy.address() == addr => {}
+            (Some(addr), _) => {
+                self.proxy = None;
+                match ServiceProxy::start(addr, self.backends.subscribe()).await {
+                    Ok(proxy) => self.proxy = Some(proxy),
+                    Err(e) => {
+                        let message = format!("cannot publish {addr}: {e}");
+                        self.event(deployment, EventType::Warning, "EndpointUnavailable", &message)
+                            .await;
+                    }
+                }
+            }
+            (None, _) => self.proxy = None,
+        }
+
+        self.patch_status(deployment, &hash, desired).await;
+    }
+
+    async fn patch_status(&mut self, deployment: &Deployment, hash: &str, desired: usize) {
+        let total = self.pods.len();
+        let updated = self.pods.iter().filter(|p| p.hash == hash).count();
+        let ready = self.pods.iter().filter(|p| p.ready()).count();
+        let unavailable = desired.saturating_sub(ready);
+        let available = ready >= desired;
+        let mut conditions = vec![
+            json!({
+                "type": "Available",
+                "status": if available { "True" } else { "False" },
+                "reason": if available { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
+                "message": if available { "Deployment has minimum availability.".to_string() } else { format!("{ready}/{desired} replicas ready") },
+            }),
+            json!({
+                "type": "Progressing",
+                "status": "True",
+                "reason": if updated == desired && total == desired && available { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" },
+                "message": format!("{updated}/{desired} replicas of template {hash} running under the pod-less runner"),
+            }),
+        ];
+        if let Some((reason, message)) = &self.failure {
+            conditions.push(
+                json!({"type": "ReplicaFailure", "status": "True", "reason": reason, "message": message}),
+            );
+        }
+        let status = json!({
+            "observedGeneration": deployment.metadata.generation,
+            "replicas": total,
+            "updatedReplicas": updated,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "unavailableReplicas": unavailable,
+            "conditions": conditions,
+        });
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.key.0);
+        let patch = json!({"status": status});
+        match api
+            .patch_status(&self.key.1, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => self.last_status = Some(status),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(err) => {
+                tracing::warn!(namespace = %self.key.0, deployment = %self.key.1, "runner: patching the Deployment status failed: {err}")
+            }
+        }
+    }
+
+    /// Whether any container still needs fast polling.
+    pub(super) fn settling(&self) -> bool {
+        self.failure.is_some()
+            || self
+                .pods
+                .iter()
+                .any(|p| !p.ready() || p.containers.iter().any(|c| c.child.is_none()))
+    }
+}
+
+/// The task of one Deployment: reconciles on every change and at least every second (200 ms while
+/// pods settle); stops its pods when the Deployment is gone.
+pub(super) async fn run(
+    client: kube::Client,
+    settings: Arc<RunnerSettings>,
+    key: Key,
+    mut rx: watch::Receiver<Option<Deployment>>,
+) {
+    let fast = settings.fast_probe;
+    let mut rt = Runtime::new(client, settings, key);
+    loop {
+        let Some(deployment) = rx.borrow_and_update().clone() else {
+            break;
+        };
+        rt.reconcile(&deployment).await;
+        let wait = if rt.settling() {
+            fast
+        } else {
+            Duration::from_secs(1)
+        };
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { break },
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    rt.pods.clear();
+    rt.proxy = None;
+}

@@ -1,0 +1,164 @@
+//! kine on PostgreSQL, MariaDB and NATS: the kine sidecar runs beside kube-apiserver on a unix socket.
+
+use futures_util::StreamExt as _;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use sqlx::{Connection, MySqlConnection, PgConnection};
+use tenantplane::localenv::{self, nats::LocalNats};
+
+use super::{Stack, etcd::schema, namespace_and_event, namespaces, stack};
+use crate::support;
+
+/// (endpoint, user, password) of the shared PostgreSQL's superuser.
+fn pg_root() -> (String, String, String) {
+    match support::postgres() {
+        support::PgServer::Local(pg) => (
+            format!("127.0.0.1:{}", pg.port()),
+            "postgres".into(),
+            String::new(),
+        ),
+        support::PgServer::External(url) => {
+            let url = reqwest::Url::parse(url).unwrap();
+            (
+                format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432)),
+                url.username().to_string(),
+                url.password().unwrap_or_default().to_string(),
+            )
+        }
+    }
+}
+
+/// Two tenants each create `prod` on `pool`, both become Ready; each writes a namespace through its
+/// admin kubeconfig. Returns the two schemas (database names).
+async fn two_tenants_serve(stack: &Stack, pool: &str) -> [String; 2] {
+    let mut ids = Vec::new();
+    for t in 0..2 {
+        let created = stack
+            .create(t, json!({"name": "prod", "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": pool}}))
+            .await;
+        ids.push(created["controlPlane"]["id"].as_str().unwrap().to_string());
+    }
+    let (a, b) = tokio::join!(
+        stack.ready(0, &ids[0], "v1.34.4"),
+        stack.ready(1, &ids[1], "v1.34.4")
+    );
+    for (t, cp) in [a, b].iter().enumerate() {
+        let endpoint = cp["status"]["endpoint"].as_str().unwrap();
+        assert!(
+            endpoint.starts_with("127.") && endpoint.ends_with(":6443"),
+            "{endpoint}"
+        );
+        let client = stack.tenant_client(t, &ids[t]).await;
+        assert!(namespaces(&client).await.contains("kube-system"));
+        namespace_and_event(&client, &format!("only-tenant-{t}")).await;
+        assert!(namespaces(&client).await.contains(&format!("only-tenant-{t}")));
+    }
+    [
+        schema(&stack.kube, &stack.tenants[0].namespace, "prod").await,
+        schema(&stack.kube, &stack.tenants[1].namespace, "prod").await,
+    ]
+}
+
+const ROWS: &str = "select name from kine where name like '/registry/namespaces/only-tenant-%' order by name";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_through_kine_serves_two_tenants_each_in_its_own_database() {
+    let stack = stack("e2e-pg", 2).await;
+    let (endpoint, user, password) = pg_root();
+    stack.pool("pg").await;
+    stack
+        .basic_datastore("pg", "PostgreSQL", &endpoint, &user, &password, 10)
+        .await;
+    let schemas = two_tenants_serve(&stack, "pg").await;
+    assert_ne!(schemas[0], schemas[1]);
+    for (t, schema) in schemas.iter().enumerate() {
+        let url = format!("postgres://{user}:{password}@{endpoint}/{schema}");
+        let mut db = PgConnection::connect(&url).await.unwrap();
+        let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
+        // Its own namespace only: the other tenant's rows are in the other database.
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
+    }
+    stack.stop().await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_through_kine_serves_two_tenants_each_in_its_own_database() {
+    let stack = stack("e2e-my", 2).await;
+    let endpoint = format!("127.0.0.1:{}", support::mariadb().port());
+    stack.pool("my").await;
+    stack
+        .basic_datastore("my", "MySQL", &endpoint, "root", "", 10)
+        .await;
+    let schemas = two_tenants_serve(&stack, "my").await;
+    assert_ne!(schemas[0], schemas[1]);
+    for (t, schema) in schemas.iter().enumerate() {
+        let mut db = MySqlConnection::connect(&support::mariadb().url_for(schema))
+            .await
+            .unwrap();
+        let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
+    }
+    stack.stop().await;
+}
+
+async fn nats_streams(nats: &LocalNats) -> Vec<String> {
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut streams = js.streams();
+    let mut names = Vec::new();
+    while let Some(info) = streams.next().await {
+        names.push(info.unwrap().config.name);
+    }
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nats_through_kine_serves_one_tenant_and_the_api_refuses_a_second_on_the_same_pool() {
+    let stack = stack("e2e-nats", 2).await;
+    let nats = LocalNats::start(localenv::scratch_dir("e2e-nats").unwrap())
+        .await
+        .unwrap();
+    stack.pool("nats").await;
+    let ds = stack
+        .basic_datastore("nats", "NATS", &nats.endpoint(), "", "", 1)
+        .await;
+    let created = stack
+        .create(0, json!({"name": "prod", "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": "nats"}}))
+        .await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+
+    // The second tenant asks for the same pool: refused at once, naming the reason.
+    let tenant = &stack.tenants[1];
+    let refused = stack
+        .app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{}/control-planes", tenant.slug),
+            Some(&tenant.member),
+            Some(json!({"name": "prod", "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": "nats"}})),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
+    assert_eq!(
+        refused.body["detail"], "no DataStore fits: 1 NATS already in use",
+        "{}",
+        refused.text
+    );
+
+    let cp = stack.ready(0, &id, "v1.34.4").await;
+    assert_eq!(cp["placement"]["dataStore"], Value::String(ds.clone()));
+    let client = stack.tenant_client(0, &id).await;
+    namespace_and_event(&client, "on-nats").await;
+    assert!(namespaces(&client).await.contains("on-nats"));
+    let schema = schema(&stack.kube, &stack.tenants[0].namespace, "prod").await;
+    assert_eq!(nats_streams(&nats).await, vec![format!("KV_{schema}")]);
+    stack.stop().await;
+}

@@ -1,0 +1,453 @@
+//! End to end: from a REST request to a serving tenant cluster. Each test runs `serve` (on a fresh
+//! database), the sync worker, the controllers and the pod-less runner in-process on the shared
+//! management cluster, scoped to its own tenants (controller: label selector on the tenant ids;
+//! runner: the tenants' namespaces; DataStores: a label), so tests run in parallel without seeing each
+//! other. Tokens are minted through the API, as a tenant would.
+
+mod etcd;
+mod kine;
+mod lifecycle;
+mod make_run;
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::{
+    Api,
+    api::{ListParams, PostParams},
+};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tenantplane::{
+    controller::{ControllerSettings, metrics::Metrics},
+    k8s::crd::DataStore,
+    localenv::{
+        self,
+        etcd::{EtcdOptions, LocalEtcd},
+        pki::TinyCa,
+    },
+    runner::{Runner, RunnerSettings},
+    translate::TenantAddress,
+    worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+
+use crate::{
+    api::{App, spawn_app_with, tenant_id},
+    support::{self, eventually},
+};
+
+/// How long a control plane may take to become Ready on a loaded 2-core machine.
+pub const READY: Duration = Duration::from_secs(180);
+const LABEL: &str = "tenantplane.test/e2e";
+/// The kine image the controller renders: the runner maps it to the cached kine binary.
+pub const KINE_IMAGE: &str = "rancher/kine:v0.17.5";
+
+/// One tenant of a stack: its slug, namespace and a tenant-member token minted through the API.
+pub struct Tenant {
+    pub slug: String,
+    pub namespace: String,
+    pub member: String,
+    pub admin: String,
+}
+
+/// serve + worker + controller + runner for a set of tenants; everything stops when dropped.
+pub struct Stack {
+    pub app: App,
+    pub kube: kube::Client,
+    pub id: String,
+    pub tenants: Vec<Tenant>,
+    /// A namespace for the stack's own Secrets (DataStore credentials).
+    pub ns: String,
+    pub runner: Runner,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _worker: Arc<Worker>,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts a stack with `n` tenants.
+pub async fn stack(prefix: &str, n: usize) -> Stack {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app_with(Some(kube.clone())).await;
+    let id = support::unique(prefix);
+    let mut tenants = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let slug = app.tenant(prefix).await;
+        ids.push(tenant_id(&app, &slug).await.to_string());
+        let member = app.token(&slug, "tenant-member").await;
+        let admin = app.token(&slug, "tenant-admin").await;
+        tenants.push(Tenant {
+            namespace: format!("tp-{slug}"),
+            slug,
+            member,
+            admin,
+        });
+    }
+    let ns = support::namespace(&kube, prefix).await;
+
+    let worker = Arc::new(Worker::new(
+        app.ctx.db.clone(),
+        kube.clone(),
+        WorkerSettings {
+            poll_ms: 50,
+            backoff_ms: 200,
+            backoff_max_ms: 2000,
+            resync_seconds: 3600.0,
+            tenant_address: TenantAddress::Loopback,
+            ..WorkerSettings::default()
+        },
+        WorkerMetrics::default(),
+    ));
+    let mut tasks = vec![tokio::spawn({
+        let worker = worker.clone();
+        async move {
+            let _ = worker.run().await;
+        }
+    })];
+
+    let mut settings = ControllerSettings::new(format!("e2e-{id}"));
+    settings.concurrency = 4;
+    settings.datastore_selector = Some(format!("{LABEL}={id}"));
+    settings.control_plane_selector = Some(format!("tenantplane.io/tenant in ({})", ids.join(",")));
+    settings.workload.kine_image = KINE_IMAGE.into();
+    settings.resync = Duration::from_secs(30);
+    tasks.push(tokio::spawn({
+        let kube = kube.clone();
+        async move {
+            let _ = tenantplane::controller::run(
+                kube,
+                settings,
+                None,
+                Arc::new(Metrics::default()),
+                std::future::pending(),
+            )
+            .await;
+        }
+    }));
+
+    let mut runner_settings = RunnerSettings::new(localenv::workdir().unwrap().join(&id[id.len() - 10..]));
+    runner_settings.namespaces = Some(
+        tenants
+            .iter()
+            .map(|t| t.namespace.clone())
+            .collect::<BTreeSet<_>>(),
+    );
+    let runner = Runner::start(kube.clone(), runner_settings).unwrap();
+    Stack {
+        app,
+        kube,
+        id,
+        tenants,
+        ns,
+        runner,
+        tasks,
+        _worker: worker,
+    }
+}
+
+/// TLS etcds sharing one CA.
+pub async fn etcds(prefix: &str, n: usize) -> (TinyCa, Vec<LocalEtcd>) {
+    let ca = TinyCa::new(&format!("{prefix}-etcd-ca")).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let dir = localenv::scratch_dir(prefix).unwrap();
+        out.push(
+            LocalEtcd::start(dir, EtcdOptions { tls_ca: Some(&ca) })
+                .await
+                .unwrap(),
+        );
+    }
+    (ca, out)
+}
+
+impl Stack {
+    /// A Secret in the stack's namespace.
+    pub async fn secret(&self, name: &str, data: &[(&str, &str)]) {
+        let data: serde_json::Map<String, Value> =
+            data.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let secret: Secret =
+            serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).unwrap();
+        Api::<Secret>::namespaced(self.kube.clone(), &self.ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    fn sref(&self, secret: &str, key: &str) -> Value {
+        json!({"secretReference": {"name": secret, "namespace": self.ns, "keyPath": key}})
+    }
+
+    fn api_ref(&self, secret: &str, key: &str) -> Value {
+        json!({"name": secret, "namespace": self.ns, "keyPath": key})
+    }
+
+    /// Creates a pool through the API (platform admin).
+    pub async fn pool(&self, name: &str) {
+        let r = self
+            .app
+            .call(
+                Method::POST,
+                "/api/v1/pools",
+                Some(&self.app.admin),
+                Some(json!({"name": name, "policy": "spread"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+
+    /// Registers a DataStore through the API and creates its DataStore object in the cluster (as an
+    /// operator does: the registry and the cluster object share the name), then waits until it is Ready.
+    /// `body` is the `POST /datastores` body; `spec` the DataStore object's spec.
+    async fn register(&self, body: Value, spec: Value) {
+        let name = body["name"].as_str().unwrap().to_string();
+        let name = name.as_str();
+        let r = self
+            .app
+            .call(
+                Method::POST,
+                "/api/v1/datastores",
+                Some(&self.app.admin),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        let ds: DataStore = serde_json::from_value(json!({
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "DataStore",
+            "metadata": {"name": name, "labels": {LABEL: self.id}},
+            "spec": spec,
+        }))
+        .unwrap();
+        let api: Api<DataStore> = Api::all(self.kube.clone());
+        api.create(&PostParams::default(), &ds).await.unwrap();
+        eventually(
+            &format!("DataStore {name} Ready"),
+            Duration::from_secs(60),
+            || {
+                let api = api.clone();
+                async move {
+                    api.get_opt(name)
+                        .await
+                        .ok()??
+                        .status
+                        .filter(|s| s.ready)
+                        .map(|_| ())
+                }
+            },
+        )
+        .await;
+    }
+
+    /// An etcd DataStore in `pool` whose TLS material sits in Secret `<name>-tls`.
+    pub async fn etcd_datastore(&self, pool: &str, etcd: &LocalEtcd, ca_id: &str) -> String {
+        let name = support::unique("e2e-etcd");
+        let tls = etcd.tls().unwrap();
+        let secret = format!("{name}-tls");
+        self.secret(
+            &secret,
+            &[
+                ("ca.crt", &tls.ca.cert_pem),
+                ("ca.key", &tls.ca.key_pem),
+                ("root.crt", &tls.root_client.cert_pem),
+                ("root.key", &tls.root_client.key_pem),
+            ],
+        )
+        .await;
+        let spec = json!({
+            "driver": "etcd",
+            "endpoints": [etcd.endpoint()],
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": self.sref(&secret, "ca.crt"), "privateKey": self.sref(&secret, "ca.key")},
+                "clientCertificate": {"certificate": self.sref(&secret, "root.crt"), "privateKey": self.sref(&secret, "root.key")},
+            },
+        });
+        let api = json!({
+            "caCertificate": self.api_ref(&secret, "ca.crt"),
+            "caPrivateKey": self.api_ref(&secret, "ca.key"),
+            "clientCertificate": self.api_ref(&secret, "root.crt"),
+            "clientPrivateKey": self.api_ref(&secret, "root.key"),
+        });
+        let body = json!({
+            "name": name, "pool": pool, "driver": "etcd", "endpoints": [etcd.endpoint()],
+            "secrets": api, "capacityTenants": 100, "caId": ca_id,
+        });
+        self.register(body, spec).await;
+        name
+    }
+
+    /// A basic-auth DataStore (PostgreSQL, MySQL or NATS) in `pool`.
+    pub async fn basic_datastore(
+        &self,
+        pool: &str,
+        driver: &str,
+        endpoint: &str,
+        user: &str,
+        password: &str,
+        capacity: i32,
+    ) -> String {
+        let name = support::unique(&format!("e2e-{}", driver.to_lowercase()));
+        let secret = format!("{name}-auth");
+        self.secret(&secret, &[("username", user), ("password", password)])
+            .await;
+        let spec = json!({
+            "driver": driver,
+            "endpoints": [endpoint],
+            "basicAuth": {"username": self.sref(&secret, "username"), "password": self.sref(&secret, "password")},
+        });
+        let api = json!({"username": self.api_ref(&secret, "username"), "password": self.api_ref(&secret, "password")});
+        let body = json!({
+            "name": name, "pool": pool, "driver": driver, "endpoints": [endpoint],
+            "secrets": api, "capacityTenants": capacity,
+        });
+        self.register(body, spec).await;
+        name
+    }
+
+    /// POSTs a control plane as tenant `t` (member token); returns the 202 body.
+    pub async fn create(&self, t: usize, body: Value) -> Value {
+        let tenant = &self.tenants[t];
+        let r = self
+            .app
+            .call(
+                Method::POST,
+                &format!("/api/v1/tenants/{}/control-planes", tenant.slug),
+                Some(&tenant.member),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+        r.body
+    }
+
+    /// GET of a control plane through the API.
+    pub async fn get(&self, t: usize, id: &str) -> Value {
+        let tenant = &self.tenants[t];
+        let r = self
+            .app
+            .call(
+                Method::GET,
+                &format!("/api/v1/tenants/{}/control-planes/{id}", tenant.slug),
+                Some(&tenant.member),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.body
+    }
+
+    /// Waits until the API reports phase `Ready` (and `installedVersion` = `version`); returns the body.
+    pub async fn ready(&self, t: usize, id: &str, version: &str) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let cp = self.get(t, id).await;
+            if cp["phase"] == "Ready" && cp["status"]["installedVersion"] == version {
+                return cp;
+            }
+            if start.elapsed() > READY {
+                let ns = &self.tenants[t].namespace;
+                let name = cp["name"].as_str().unwrap_or_default();
+                let logs: Vec<String> = self
+                    .runner
+                    .logs(ns, name)
+                    .iter()
+                    .map(|p| format!("== {}\n{}", p.display(), tail(p, 15)))
+                    .collect();
+                panic!(
+                    "control plane {id} not Ready at {version} after {READY:?}: {cp:#}\n{}",
+                    logs.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// The admin kubeconfig through the API, as a kube client.
+    pub async fn tenant_client(&self, t: usize, id: &str) -> kube::Client {
+        let tenant = &self.tenants[t];
+        let r = self
+            .app
+            .call(
+                Method::GET,
+                &format!("/api/v1/tenants/{}/control-planes/{id}/kubeconfig", tenant.slug),
+                Some(&tenant.member),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        let kubeconfig: kube::config::Kubeconfig = serde_yaml::from_str(&r.text).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Stack {
+    /// Stops the runner and checks that none of its processes is left.
+    pub async fn stop(mut self) {
+        let dir = self.runner.dir().to_string_lossy().into_owned();
+        self.runner.stop().await;
+        assert_eq!(
+            support::processes_mentioning(&dir),
+            Vec::<String>::new(),
+            "runner processes left behind"
+        );
+    }
+}
+
+fn tail(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Namespace names of a tenant cluster.
+pub async fn namespaces(client: &kube::Client) -> BTreeSet<String> {
+    Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+/// Creates namespace `name` and an Event in it in the tenant cluster.
+pub async fn namespace_and_event(client: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-event", "namespace": name},
+        "involvedObject": {"kind": "Namespace", "name": name, "namespace": name, "apiVersion": "v1"},
+        "reason": "E2E", "message": "written by the e2e test", "type": "Normal",
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), name)
+        .create(&PostParams::default(), &event)
+        .await
+        .unwrap();
+}
+
+/// Keys under `prefix` in an etcd (read directly through its gateway as root).
+pub async fn etcd_keys(etcd: &LocalEtcd, prefix: &str) -> Vec<String> {
+    etcd.http()
+        .unwrap()
+        .range_prefix(prefix.as_bytes())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| String::from_utf8_lossy(&k).into_owned())
+        .collect()
+}
