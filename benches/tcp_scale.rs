@@ -16,7 +16,7 @@
 )]
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::BTreeMap,
     time::{Duration, Instant},
 };
 
@@ -393,13 +393,11 @@ async fn main() {
         rate / UPSTREAM_TCP_PER_SECOND
     );
     println!("| controller peak RSS (VmHWM) | {rss_idle:.1} MiB idle → {rss_peak:.1} MiB |");
-    let interesting: HashSet<&str> = [
+    let interesting = [
         "reconcile_errors_total{",
         "reconciles_total{",
         "phase_duration_seconds_sum",
-    ]
-    .into_iter()
-    .collect();
+    ];
     for line in metrics
         .lines()
         .filter(|l| !l.starts_with('#') && interesting.iter().any(|k| l.contains(k)))

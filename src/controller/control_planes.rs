@@ -272,9 +272,10 @@ async fn provision(
     if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
         space = space.with_password(password);
     }
-    let (config, certificate) = match (skip, existing_config) {
-        (true, Some(config)) => (config, existing_certificate),
-        (_, existing_config) => {
+    // `skip` implies the config Secret exists (its version was compared).
+    let (config, certificate) = match existing_config.filter(|_| skip) {
+        Some(config) => (config, existing_certificate),
+        None => {
             ctx.record_provisioned(&cache_key, None);
             let credentials = driver.provision(&space).await?;
             let keep_certificate = match &credentials {
@@ -283,7 +284,6 @@ async fn provision(
                 }
                 _ => None,
             };
-            drop(existing_config);
             let config =
                 apply::secret(&ctx.client, &build::config_secret(tcp, &space, &credentials)?).await?;
             let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?
@@ -376,23 +376,21 @@ async fn provision(
             ),
         );
     }
-    ctx.record_provisioned(
-        &cache_key,
-        Some(super::Provisioned {
-            fingerprint,
-            config_version: config.metadata.resource_version.clone(),
-            certificate_version: certificate
-                .as_ref()
-                .and_then(|c| c.metadata.resource_version.clone()),
-            at: if skip {
-                // Keep the time of the real provisioning, so the resync interval still repairs.
-                ctx.provisioned_at(&cache_key)
-                    .unwrap_or_else(std::time::Instant::now)
-            } else {
-                std::time::Instant::now()
-            },
-        }),
-    );
+    // A skipped run left the entry as it was: same inputs, same Secrets, and the time of the real
+    // provisioning, so the resync interval still repairs.
+    if !skip {
+        ctx.record_provisioned(
+            &cache_key,
+            Some(super::Provisioned {
+                fingerprint,
+                config_version: config.metadata.resource_version.clone(),
+                certificate_version: certificate
+                    .as_ref()
+                    .and_then(|c| c.metadata.resource_version.clone()),
+                at: std::time::Instant::now(),
+            }),
+        );
+    }
     Ok(StorageOutcome {
         config,
         certificate,

@@ -285,15 +285,6 @@ impl Context {
             })
     }
 
-    /// When `key` was last really provisioned.
-    pub fn provisioned_at(&self, key: &str) -> Option<std::time::Instant> {
-        self.provisioned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .map(|p| p.at)
-    }
-
     /// Records a successful provisioning of `key` (or forgets it with `None`).
     pub fn record_provisioned(&self, key: &str, provisioned: Option<Provisioned>) {
         let mut map = self.provisioned.lock().unwrap_or_else(|e| e.into_inner());

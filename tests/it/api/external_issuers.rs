@@ -22,15 +22,9 @@ use super::{App, spawn_app_configured};
 /// Audience the identity provider puts in its tokens.
 const AUDIENCE: &str = "tenantplane-external";
 
-/// A local identity provider: discovery + JWKS, counting JWKS fetches.
-struct Idp {
-    base: String,
-    keys: Arc<Mutex<JwkSet>>,
-    jwks_fetches: Arc<AtomicUsize>,
-}
-
+/// A local identity provider: discovery + JWKS, counting JWKS fetches (also its own router state).
 #[derive(Clone)]
-struct IdpState {
+struct Idp {
     base: String,
     keys: Arc<Mutex<JwkSet>>,
     jwks_fetches: Arc<AtomicUsize>,
@@ -40,33 +34,29 @@ impl Idp {
     async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = IdpState {
-            base: base.clone(),
+        let idp = Idp {
+            base,
             keys: Arc::new(Mutex::new(JwkSet { keys: vec![] })),
             jwks_fetches: Arc::new(AtomicUsize::new(0)),
         };
         let app = Router::new()
             .route(
                 "/.well-known/openid-configuration",
-                get(|State(s): State<IdpState>| async move {
+                get(|State(s): State<Idp>| async move {
                     Json(json!({"issuer": s.base, "jwks_uri": format!("{}/keys", s.base)}))
                 }),
             )
             .route(
                 "/keys",
-                get(|State(s): State<IdpState>| async move {
+                get(|State(s): State<Idp>| async move {
                     s.jwks_fetches.fetch_add(1, Ordering::SeqCst);
                     let set = s.keys.lock().unwrap().clone();
                     Json(set)
                 }),
             )
-            .with_state(state.clone());
+            .with_state(idp.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Idp {
-            base,
-            keys: state.keys,
-            jwks_fetches: state.jwks_fetches,
-        }
+        idp
     }
 
     /// Publishes a new P-256 key under `kid`; returns its signing key.
@@ -206,45 +196,43 @@ async fn external_tokens_map_claims_to_tenant_and_role() {
     assert_eq!(body["detail"], "tenant not found");
 
     // Each refusal is a 401 with its reason.
-    let unauthorized =
-        |claims: Value, alg: Algorithm, key: &EncodingKey, kid: &str| sign(key, alg, kid, &claims);
     let mut cases: Vec<(&str, String, &str)> = vec![];
     cases.push((
         "unmapped group",
-        unauthorized(idp.claims(&a, &["staff"]), Algorithm::ES256, &key, "k1"),
+        sign(&key, Algorithm::ES256, "k1", &idp.claims(&a, &["staff"])),
         "the token is invalid: the token's role claim maps to no role",
     ));
     cases.push((
         "unknown tenant",
-        unauthorized(idp.claims("ghost", &["tp-admins"]), Algorithm::ES256, &key, "k1"),
+        sign(&key, Algorithm::ES256, "k1", &idp.claims("ghost", &["tp-admins"])),
         "the token is invalid: the token's tenant does not exist",
     ));
     let mut claims = idp.claims(&a, &["tp-devs"]);
     claims["aud"] = json!("someone-else");
     cases.push((
         "wrong audience",
-        unauthorized(claims, Algorithm::ES256, &key, "k1"),
+        sign(&key, Algorithm::ES256, "k1", &claims),
         "the token is invalid: wrong audience",
     ));
     let mut claims = idp.claims(&a, &["tp-devs"]);
     claims["exp"] = json!(chrono::Utc::now().timestamp() - 3600);
     cases.push((
         "expired",
-        unauthorized(claims, Algorithm::ES256, &key, "k1"),
+        sign(&key, Algorithm::ES256, "k1", &claims),
         "the token is invalid: expired",
     ));
     let mut claims = idp.claims(&a, &["tp-devs"]);
     claims.as_object_mut().unwrap().remove("nbf");
     cases.push((
         "no nbf",
-        unauthorized(claims, Algorithm::ES256, &key, "k1"),
+        sign(&key, Algorithm::ES256, "k1", &claims),
         "the token is invalid: a required claim is missing",
     ));
     // EdDSA is not on this issuer's allow-list, even with its key published.
     let ed = idp.add_ed25519("ed1");
     cases.push((
         "algorithm not allowed",
-        unauthorized(idp.claims(&a, &["tp-devs"]), Algorithm::EdDSA, &ed, "ed1"),
+        sign(&ed, Algorithm::EdDSA, "ed1", &idp.claims(&a, &["tp-devs"])),
         "the token is malformed or uses an algorithm that is not accepted",
     ));
     // HS256 keyed with the public key's bytes (the classic confusion attack).
@@ -256,7 +244,7 @@ async fn external_tokens_map_claims_to_tenant_and_role() {
     let hmac = EncodingKey::from_secret(x.as_bytes()).unwrap();
     cases.push((
         "HS256 with the public key",
-        unauthorized(idp.claims(&a, &["tp-devs"]), Algorithm::HS256, &hmac, "k1"),
+        sign(&hmac, Algorithm::HS256, "k1", &idp.claims(&a, &["tp-devs"])),
         "the token is malformed or uses an algorithm that is not accepted",
     ));
     let good = sign(&key, Algorithm::ES256, "k1", &idp.claims(&a, &["tp-devs"]));
