@@ -1289,7 +1289,11 @@ mod workload {
                 .as_deref(),
             Some("v1.35.1")
         );
-        assert!(env.metrics.with_status("Ready") >= 1);
+        // The gauge is set right after the status write the test just saw.
+        eventually("the Ready gauge", WAIT, || async {
+            (env.metrics.with_status("Ready") >= 1).then_some(())
+        })
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
