@@ -3,6 +3,8 @@
 //! Starts a local PostgreSQL and the release `tenantplane serve` as a child process, then measures
 //! create at a fixed 200 req/s (open loop), the create ceiling (closed loop), GET one, and 100-item list
 //! pages over 100k rows; finally pgbench runs the same INSERTs as a create with a custom script.
+//! `API_BENCH_ONLY=get,list` runs only the named scenarios (create, ceiling, get, list, pgbench);
+//! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each.
 
 #![allow(
     clippy::unwrap_used,
@@ -18,6 +20,33 @@ use tenantplane::localenv::{
     postgres::LocalPostgres,
     process::{ChildProcess, Spec},
 };
+
+/// Whether `API_BENCH_ONLY` (a comma list; unset means all) names `scenario`.
+fn wanted(scenario: &str) -> bool {
+    std::env::var("API_BENCH_ONLY").map_or(true, |only| only.split(',').any(|s| s.trim() == scenario))
+}
+
+/// With `API_BENCH_STATEMENTS` set: the statements the last scenario ran, by total time; then resets.
+async fn statements(db: &sqlx::PgPool) {
+    if std::env::var_os("API_BENCH_STATEMENTS").is_none() {
+        return;
+    }
+    let rows: Vec<(String, i64, f64, f64)> = sqlx::query_as(
+        "select left(regexp_replace(query, '\\s+', ' ', 'g'), 110), calls, mean_exec_time, max_exec_time
+         from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+         order by total_exec_time desc limit 8",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap();
+    for (query, calls, mean, max) in rows {
+        println!("    {calls:>6} x mean {mean:.3} ms, max {max:.2} ms: {query}");
+    }
+    sqlx::query("select pg_stat_statements_reset()")
+        .execute(db)
+        .await
+        .unwrap();
+}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -140,6 +169,11 @@ async fn main() {
     let url = localenv::postgres::create_database(&pg.url(), "bench")
         .await
         .unwrap();
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::query("create extension if not exists pg_stat_statements")
+        .execute(&db)
+        .await
+        .unwrap();
     let key = tenantplane::auth::keys::ServerKey::generate_base64().unwrap();
     let port = ports::claim().unwrap();
     let bin = env!("CARGO_BIN_EXE_tenantplane");
@@ -218,22 +252,33 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
 
     // 1. Create at a fixed 200 req/s for 20 s (open loop: the schedule does not wait for answers).
-    let (lat, elapsed, errors) = open_loop(200, 4000, |i| {
-        let (http, base, token) = (http.clone(), base.clone(), token.clone());
-        async move { create(&http, &base, &token, format!("open-{i}")).await }
-    })
-    .await;
-    summary("create @200 req/s (open loop, 20 s)", lat, elapsed, errors);
+    if wanted("create") {
+        let (lat, elapsed, errors) = open_loop(200, 4000, |i| {
+            let (http, base, token) = (http.clone(), base.clone(), token.clone());
+            async move { create(&http, &base, &token, format!("open-{i}")).await }
+        })
+        .await;
+        summary("create @200 req/s (open loop, 20 s)", lat, elapsed, errors);
+        statements(&db).await;
+    } else {
+        for i in 0..10 {
+            assert!(create(&http, &base, &token, format!("seed-{i}")).await.1);
+        }
+    }
 
     // 2. Create ceiling: 32 clients back to back for 10 s.
-    let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
-    let (lat, elapsed, errors) = closed_loop(32, Duration::from_secs(10), move |w, i| {
-        let (http, base, token) = (h2.clone(), b2.clone(), t2.clone());
-        async move { create(&http, &base, &token, format!("closed-{w}-{i}")).await }
-    })
-    .await;
-    let api_tps = lat.len() as f64 / elapsed.as_secs_f64();
-    summary("create, 32 clients (closed loop, 10 s)", lat, elapsed, errors);
+    let mut api_tps = None;
+    if wanted("ceiling") {
+        let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
+        let (lat, elapsed, errors) = closed_loop(32, Duration::from_secs(10), move |w, i| {
+            let (http, base, token) = (h2.clone(), b2.clone(), t2.clone());
+            async move { create(&http, &base, &token, format!("closed-{w}-{i}")).await }
+        })
+        .await;
+        api_tps = Some(lat.len() as f64 / elapsed.as_secs_f64());
+        summary("create, 32 clients (closed loop, 10 s)", lat, elapsed, errors);
+        statements(&db).await;
+    }
 
     // 3. GET one: at a fixed 200 req/s (latency), then 8 clients back to back (ceiling).
     let page: Value = http
@@ -247,20 +292,43 @@ async fn main() {
         .unwrap();
     let id = page["items"][0]["id"].as_str().unwrap().to_string();
     let one = format!("{base}/api/v1/tenants/bench/control-planes/{id}");
-    let (lat, elapsed, errors) =
-        open_loop(200, 2000, |_| get_ok(http.clone(), one.clone(), token.clone())).await;
-    summary("GET one @200 req/s (open loop, 10 s)", lat, elapsed, errors);
-    let (h3, u3, t3) = (http.clone(), one.clone(), token.clone());
-    let (lat, elapsed, errors) = closed_loop(8, Duration::from_secs(10), move |_, _| {
-        get_ok(h3.clone(), u3.clone(), t3.clone())
-    })
-    .await;
-    summary("GET one, 8 clients (closed loop, 10 s)", lat, elapsed, errors);
+    if wanted("get") {
+        let (lat, elapsed, errors) =
+            open_loop(200, 2000, |_| get_ok(http.clone(), one.clone(), token.clone())).await;
+        summary("GET one @200 req/s (open loop, 10 s)", lat, elapsed, errors);
+        statements(&db).await;
+        let (h3, u3, t3) = (http.clone(), one.clone(), token.clone());
+        let (lat, elapsed, errors) = closed_loop(8, Duration::from_secs(10), move |_, _| {
+            get_ok(h3.clone(), u3.clone(), t3.clone())
+        })
+        .await;
+        summary("GET one, 8 clients (closed loop, 10 s)", lat, elapsed, errors);
+        statements(&db).await;
+    }
 
     // 4. 100-item list pages over 100k rows: walk every page twice.
-    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    if wanted("list") {
+        list_pages(&http, &base, &token, &db).await;
+        statements(&db).await;
+    }
+    // 5. pgbench with the same INSERTs a create makes, 32 clients, 10 s.
+    if wanted("pgbench") {
+        let tps = pgbench(&pg, &dir, &url);
+        println!();
+        println!("pgbench, same INSERTs, 32 clients, 10 s: {tps:.0} tps");
+        if let Some(api_tps) = api_tps {
+            println!(
+                "API create ceiling / pgbench: {api_tps:.0} / {tps:.0} = {:.0}%",
+                100.0 * api_tps / tps
+            );
+        }
+    }
+}
+
+/// Walks every 100-item page over 100k rows twice and reports the latency of each page.
+async fn list_pages(http: &reqwest::Client, base: &str, token: &str, db: &sqlx::PgPool) {
     let existing: i64 = sqlx::query_scalar("select count(*) from control_planes")
-        .fetch_one(&db)
+        .fetch_one(db)
         .await
         .unwrap();
     sqlx::query(
@@ -270,10 +338,10 @@ async fn main() {
          from generate_series(1, $1) g",
     )
     .bind(100_000 - existing)
-    .execute(&db)
+    .execute(db)
     .await
     .unwrap();
-    sqlx::query("analyze control_planes").execute(&db).await.unwrap();
+    sqlx::query("analyze control_planes").execute(db).await.unwrap();
     let mut lat = Vec::new();
     let mut errors = 0;
     let start = Instant::now();
@@ -285,7 +353,7 @@ async fn main() {
                 None => format!("{base}/api/v1/tenants/bench/control-planes?limit=100"),
             };
             let t = Instant::now();
-            let r = http.get(url).bearer_auth(&token).send().await.unwrap();
+            let r = http.get(url).bearer_auth(token).send().await.unwrap();
             let ok = r.status() == 200;
             let body: Value = r.json().await.unwrap();
             lat.push(t.elapsed());
@@ -302,8 +370,10 @@ async fn main() {
         start.elapsed(),
         errors,
     );
+}
 
-    // 5. pgbench with the same INSERTs a create makes, 32 clients, 10 s.
+/// pgbench with the same INSERTs a create makes (32 clients, 10 s): its transactions per second.
+fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str) -> f64 {
     let script = dir.join("create.sql");
     std::fs::write(
         &script,
@@ -350,11 +420,5 @@ async fn main() {
         .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("pgbench failed: {text}{}", String::from_utf8_lossy(&out.stderr)));
-    println!();
-    println!("pgbench, same INSERTs, 32 clients, 10 s: {tps:.0} tps");
-    println!(
-        "API create ceiling / pgbench: {:.0} / {tps:.0} = {:.0}%",
-        api_tps,
-        100.0 * api_tps / tps
-    );
+    tps
 }

@@ -445,6 +445,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     tracing::info!(%addr, management_cluster = state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
+    // Small JSON answers go out at once, not after the client's delayed ACK (Nagle).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY not set: {err}");
+        }
+    });
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -99,15 +99,19 @@ fn no_fit(err: PlacementError) -> ServiceError {
     }
 }
 
-/// Places a just-inserted control plane and reserves its DataStores in `tx`.
-pub async fn place_new(
-    ctx: &Ctx,
-    tx: &mut PgConnection,
-    tenant: Uuid,
-    row: &ControlPlaneRow,
-) -> Result<placement::Decision> {
-    let rows = store::placements::lock_snapshot(tx).await?;
-    let snapshot = snapshot_of(&rows);
+/// A decision with the DataStore ids and drivers the store needs to reserve it.
+struct Choice {
+    decision: placement::Decision,
+    primary: Uuid,
+    primary_driver: String,
+    overrides: Vec<(String, Uuid)>,
+    /// Chosen DataStores that take one tenant only (NATS, or in a `Dedicated` pool).
+    exclusive: Vec<Uuid>,
+}
+
+/// Runs the engine (or checks an explicit choice) over `rows` for a recorded control plane.
+fn decide(ctx: &Ctx, tenant: Uuid, row: &ControlPlaneRow, rows: &[LoadRow]) -> Result<Choice> {
+    let snapshot = snapshot_of(rows);
     let decision = match &row.datastore_name {
         // A platform admin's explicit choice skips scoring but not the hard constraints the store enforces.
         Some(name) => {
@@ -134,27 +138,82 @@ pub async fn place_new(
         }
         None => placement::place(&request_for(tenant, row), &snapshot, &ctx.placement).map_err(no_fit)?,
     };
-    let id_of = |name: &str| {
-        rows.iter()
-            .find(|r| r.name == name)
-            .map(|r| (r.id, r.driver.clone()))
-    };
-    let (primary, primary_driver) = id_of(&decision.primary).ok_or(ServiceError::NotFound("datastore"))?;
+    let row_of = |name: &str| rows.iter().find(|r| r.name == name);
+    let primary_row = row_of(&decision.primary).ok_or(ServiceError::NotFound("datastore"))?;
     let overrides: Vec<(String, Uuid)> = decision
         .overrides
         .iter()
-        .filter_map(|o| id_of(&o.data_store).map(|(id, _)| (o.resource.clone(), id)))
+        .filter_map(|o| row_of(&o.data_store).map(|r| (o.resource.clone(), r.id)))
         .collect();
-    let stored = serde_json::to_value(&decision).unwrap_or_default();
-    store::placements::insert(tx, tenant, row.id, primary, &primary_driver, &overrides, &stored)
-        .await
-        .on_conflict(|| {
-            format!(
-                "NATS DataStore {:?} already holds a tenant: one tenant per NATS DataStore",
-                decision.primary
-            )
-        })?;
-    Ok(decision)
+    let exclusive = std::iter::once(decision.primary.as_str())
+        .chain(decision.overrides.iter().map(|o| o.data_store.as_str()))
+        .filter_map(row_of)
+        .filter(|r| policy(&r.policy) == Policy::Dedicated || driver(&r.driver) == Some(Driver::Nats))
+        .map(|r| r.id)
+        .collect();
+    Ok(Choice {
+        primary: primary_row.id,
+        primary_driver: primary_row.driver.clone(),
+        overrides,
+        exclusive,
+        decision,
+    })
+}
+
+/// Places a just-inserted control plane and reserves its DataStores in `tx`.
+///
+/// Optimistic first: decide on an unlocked snapshot, then reserve with one statement that locks only
+/// the chosen rows and re-checks their hard constraints (ready, not cordoned, below capacity, exclusivity)
+/// on the latest committed load. So concurrent creates serialize only on the rows they share, for one
+/// statement and the commit. If a chosen DataStore filled up or changed meanwhile, or the unlocked
+/// snapshot admits nothing, the create falls back to locking every DataStore row and deciding again:
+/// the answer (including "no DataStore fits") always comes from a consistent view.
+pub async fn place_new(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    row: &ControlPlaneRow,
+) -> Result<placement::Decision> {
+    let rows = store::placements::snapshot(&mut *tx).await?;
+    if let Ok(choice) = decide(ctx, tenant, row, &rows) {
+        let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
+        let reserved = store::placements::try_reserve(
+            tx,
+            &store::placements::Reservation {
+                tenant,
+                control_plane: row.id,
+                datastore: choice.primary,
+                driver: &choice.primary_driver,
+                overrides: &choice.overrides,
+                exclusive: &choice.exclusive,
+                decision: &stored,
+            },
+        )
+        .await?;
+        if reserved {
+            return Ok(choice.decision);
+        }
+    }
+    let rows = store::placements::lock_snapshot(tx).await?;
+    let choice = decide(ctx, tenant, row, &rows)?;
+    let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
+    store::placements::insert(
+        tx,
+        tenant,
+        row.id,
+        choice.primary,
+        &choice.primary_driver,
+        &choice.overrides,
+        &stored,
+    )
+    .await
+    .on_conflict(|| {
+        format!(
+            "NATS DataStore {:?} already holds a tenant: one tenant per NATS DataStore",
+            choice.decision.primary
+        )
+    })?;
+    Ok(choice.decision)
 }
 
 /// Body of `POST /placements:simulate`.

@@ -59,6 +59,84 @@ pub async fn snapshot(db: impl PgExecutor<'_>) -> Result<Vec<LoadRow>, StoreErro
     .await?)
 }
 
+/// A placement to reserve without the all-rows lock (see [`try_reserve`]).
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    /// Tenant of the control plane.
+    pub tenant: Uuid,
+    /// The control plane.
+    pub control_plane: Uuid,
+    /// Primary DataStore.
+    pub datastore: Uuid,
+    /// Its driver.
+    pub driver: &'a str,
+    /// `(resource, DataStore)` overrides.
+    pub overrides: &'a [(String, Uuid)],
+    /// Chosen DataStores that must hold no tenant yet (NATS, `Dedicated` pools).
+    pub exclusive: &'a [Uuid],
+    /// The engine's decision, stored with the placement.
+    pub decision: &'a serde_json::Value,
+}
+
+/// Reserves a placement decided on an unlocked snapshot, in one statement: locks the chosen DataStore
+/// rows (id order, like every other path), raises their load only where each is still ready, uncordoned,
+/// below capacity and, if exclusive, empty (READ COMMITTED re-checks those conditions on the latest
+/// committed row), and records the placement only if every chosen row passed. Returns false when one
+/// did not, after rolling back to a savepoint taken first: that releases the chosen rows' locks, so the
+/// caller's all-rows lock (in id order) cannot deadlock with another create holding a row it wants.
+pub async fn try_reserve(tx: &mut PgConnection, r: &Reservation<'_>) -> Result<bool, StoreError> {
+    sqlx::query("savepoint optimistic_placement")
+        .execute(&mut *tx)
+        .await?;
+    let mut chosen: Vec<Uuid> = r
+        .overrides
+        .iter()
+        .map(|(_, ds)| *ds)
+        .chain(std::iter::once(r.datastore))
+        .collect();
+    chosen.sort();
+    chosen.dedup();
+    let (resources, override_ids): (Vec<String>, Vec<Uuid>) = r.overrides.iter().cloned().unzip();
+    let placed = sqlx::query_scalar!(
+        r#"with locked as (
+             select id from datastores where id = any($3) order by id for update
+           ), reserved as (
+             update datastores d set load_tenants = d.load_tenants + 1
+             from locked
+             where d.id = locked.id and d.ready and not d.cordoned and d.load_tenants < d.capacity_tenants
+               and (d.load_tenants = 0 or not d.id = any($4))
+             returning d.id
+           ), placed as (
+             insert into placements (control_plane_id, tenant_id, datastore_id, driver, decision)
+             select $1, $2, $5, $6, $7
+             where (select count(*) from reserved) = cardinality($3::uuid[])
+             returning control_plane_id
+           ), overridden as (
+             insert into placement_overrides (control_plane_id, resource, datastore_id)
+             select $1, o.resource, o.datastore_id from unnest($8::text[], $9::uuid[]) as o(resource, datastore_id)
+             where exists (select 1 from placed)
+           )
+           select exists (select 1 from placed) as "placed!""#,
+        r.control_plane,
+        r.tenant,
+        &chosen,
+        r.exclusive,
+        r.datastore,
+        r.driver,
+        r.decision,
+        &resources,
+        &override_ids
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if !placed {
+        sqlx::query("rollback to savepoint optimistic_placement")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(placed)
+}
+
 /// Records a placement and its overrides.
 pub async fn insert(
     tx: &mut PgConnection,

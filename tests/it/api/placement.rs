@@ -227,6 +227,81 @@ async fn control_planes_show_their_placement_with_overrides() {
     assert_eq!(got.body["placement"], *placement);
 }
 
+/// Creates race on shared rows through both reservation paths (optimistic on the chosen rows, then the
+/// all-rows lock once a chosen DataStore filled up): no deadlock (500), no oversubscription, and every
+/// DataStore's load counter equals the placements and overrides that use it.
+#[tokio::test]
+async fn parallel_creates_with_overrides_fill_the_override_pool_exactly_and_keep_loads_consistent() {
+    let app = spawn_app().await;
+    pool(&app, "race-main", "spread").await;
+    pool(&app, "race-events", "spread").await;
+    for i in 0..4 {
+        datastore(
+            &app,
+            &format!("etcd-race-main-{i}"),
+            "race-main",
+            "etcd",
+            10,
+            "ca-race",
+        )
+        .await;
+    }
+    for i in 0..2 {
+        datastore(
+            &app,
+            &format!("etcd-race-ev-{i}"),
+            "race-events",
+            "etcd",
+            10,
+            "ca-race",
+        )
+        .await;
+    }
+    let slug = app.tenant("race").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let calls = (0..60).map(|i| {
+        create(
+            &app,
+            &slug,
+            &member,
+            format!("r-{i}"),
+            json!({"sizeClass": "large", "offload": "pool:race-events", "datastore": {"pool": "race-main"}}),
+        )
+    });
+    let replies = futures::future::join_all(calls).await;
+    let statuses: Vec<StatusCode> = replies.iter().map(|r| r.status).collect();
+    let accepted = statuses.iter().filter(|s| **s == StatusCode::ACCEPTED).count();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count();
+    // Each accepted create takes one override DataStore (events and leases share it): 2 x 10 slots.
+    assert_eq!((accepted, refused), (20, 40), "{statuses:?}");
+    let loads: Vec<(String, i32, i64)> = sqlx::query_as(
+        "select d.name, d.load_tenants,
+                (select count(*) from (select p.control_plane_id from placements p where p.datastore_id = d.id
+                                       union select o.control_plane_id from placement_overrides o
+                                       where o.datastore_id = d.id) u)
+         from datastores d where d.name like 'etcd-race-%' order by d.name",
+    )
+    .fetch_all(&app.ctx.db)
+    .await
+    .unwrap();
+    for (name, counter, actual) in &loads {
+        assert_eq!(i64::from(*counter), *actual, "{name}: load counter vs placements");
+        assert!(*counter <= 10, "{name} oversubscribed: {counter}");
+    }
+    let events: Vec<i32> = loads
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("etcd-race-ev-"))
+        .map(|(_, c, _)| *c)
+        .collect();
+    assert_eq!(events, [10, 10]);
+    let primaries: i32 = loads
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("etcd-race-main-"))
+        .map(|(_, c, _)| *c)
+        .sum();
+    assert_eq!(primaries, 20);
+}
+
 #[tokio::test]
 async fn simulate_answers_without_reserving_and_cordon_takes_a_datastore_out() {
     let app = spawn_app().await;
