@@ -1,5 +1,5 @@
-//! Placement in the store: snapshot the pools under row locks, ask the pure engine, reserve in the
-//! same transaction. Also the read-only simulation and drain plans.
+//! Placement in the store: decide on a snapshot, reserve the chosen DataStores in the same transaction
+//! (optimistically, with the all-rows lock as fallback). Also the read-only simulation and drain plans.
 
 use std::collections::BTreeMap;
 
