@@ -185,9 +185,10 @@ async fn mark_deployments_available(kube: kube::Client) {
     }
 }
 
-/// (TCPs with any version status, TCPs Ready).
-async fn progress(api: &Api<TenantControlPlane>) -> (usize, usize) {
-    let list = api.list(&Default::default()).await.unwrap().items;
+/// (TCPs with any version status, TCPs Ready), from the bench's watch cache (a LIST of every TCP twice
+/// a second would load the apiserver the controller is measured against).
+fn progress(store: &kube::runtime::reflector::Store<TenantControlPlane>) -> (usize, usize) {
+    let list = store.state();
     let state = |t: &TenantControlPlane| {
         t.status
             .as_ref()
@@ -242,7 +243,10 @@ async fn main() {
             "TENANTPLANE_METRICS_LISTEN",
             format!("127.0.0.1:{}", metrics_port.port()),
         )
-        .env("TENANTPLANE_CONTROLLER_CONCURRENCY", "16")
+        .env(
+            "TENANTPLANE_CONTROLLER_CONCURRENCY",
+            std::env::var("TCP_BENCH_CONCURRENCY").unwrap_or_else(|_| "16".into()),
+        )
         .env("RUST_LOG", "warn");
     let controller = ChildProcess::spawn(&spec, &dir.join("controller.log")).unwrap();
     tokio::spawn(mark_deployments_available(kube.clone()));
@@ -262,6 +266,32 @@ async fn main() {
     let rss_idle = vm_hwm_mib(controller.pid());
 
     let tcps: Api<TenantControlPlane> = Api::namespaced(kube.clone(), NS);
+    let (store, writer) = kube::runtime::reflector::store();
+    tokio::spawn(
+        watcher(tcps.clone(), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .for_each(|_| async {}),
+    );
+    store.wait_until_ready().await.unwrap();
+    if let Some(path) = std::env::var_os("TCP_BENCH_PPROF") {
+        // kube-apiserver's CPU profile over 20 s of the controller phase, for `go tool pprof`.
+        let kube = kube.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let request = axum::http::Request::get("/debug/pprof/profile?seconds=20")
+                .body(Vec::new())
+                .unwrap();
+            let profile = kube.request_stream(request).await.unwrap();
+            let mut bytes = Vec::new();
+            futures::io::AsyncReadExt::read_to_end(&mut Box::pin(profile), &mut bytes)
+                .await
+                .unwrap();
+            std::fs::write(path, bytes).unwrap();
+        });
+    }
+    let requests_before = apiserver_requests(&kube).await;
+    let cpu_before = cpu_by_command();
     let started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| {
@@ -277,7 +307,7 @@ async fn main() {
     let mut last_report = Instant::now();
     let mut with_status_at = None;
     let ready = loop {
-        let (with_status, ready) = progress(&tcps).await;
+        let (with_status, ready) = progress(&store);
         if with_status == n && with_status_at.is_none() {
             with_status_at = Some(started.elapsed());
         }
@@ -294,9 +324,11 @@ async fn main() {
         if started.elapsed() > Duration::from_secs(1800) {
             break ready;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let all_ready = started.elapsed();
+    let requests_after = apiserver_requests(&kube).await;
+    let cpu_after = cpu_by_command();
     let rss_peak = vm_hwm_mib(controller.pid());
     let deployments = Api::<Deployment>::namespaced(kube.clone(), NS)
         .list(&Default::default())
@@ -404,4 +436,77 @@ async fn main() {
     {
         println!("    {line}");
     }
+    println!(
+        "CPU seconds during the controller phase ({:.1} s wall, 2 cores):",
+        all_ready.as_secs_f64()
+    );
+    let mut cpu: Vec<(String, f64)> = cpu_after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - cpu_before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d >= 0.5)
+        .collect();
+    cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (comm, secs) in cpu {
+        println!("    {secs:>7.1} {comm}");
+    }
+    println!("apiserver requests during the controller phase, per TCP (all clients, the bench's too):");
+    let mut deltas: Vec<(String, f64)> = requests_after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - requests_before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect();
+    deltas.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = deltas.iter().map(|(_, d)| d).sum();
+    println!("    total {:.1}", total / n as f64);
+    for (key, delta) in deltas.iter().take(16) {
+        println!("    {:>6.2} {key}", delta / n as f64);
+    }
+}
+
+/// CPU seconds (user + system) used so far by every running process, summed by command name.
+fn cpu_by_command() -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        // After the command: state is field 3 of stat(5), utime 14 and stime 15 (clock ticks, 100/s).
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+            .sum();
+        *sums.entry(comm).or_insert(0.0) += ticks as f64 / 100.0;
+    }
+    sums
+}
+
+/// kube-apiserver's `apiserver_request_total`, summed by verb, resource and subresource.
+async fn apiserver_requests(kube: &kube::Client) -> BTreeMap<String, f64> {
+    let text = kube
+        .request_text(axum::http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let mut sums = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let (labels, value) = line.rsplit_once(' ').unwrap();
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or("")
+                .to_string()
+        };
+        if label("resource").is_empty() {
+            continue;
+        }
+        let key = format!("{} {} {}", label("verb"), label("resource"), label("subresource"));
+        *sums.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    sums
 }

@@ -30,10 +30,10 @@ use k8s_openapi::api::{
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt as _,
         controller::Action,
         events::{Event, EventType, Recorder, Reporter},
-        reflector::ObjectRef,
+        reflector::{self, ObjectRef},
         watcher,
     },
 };
@@ -427,6 +427,24 @@ fn watcher_config(selector: Option<&str>) -> watcher::Config {
     }
 }
 
+/// What of a TenantControlPlane triggers its reconcile: everything but `status` (and the bookkeeping
+/// `resourceVersion` and `managedFields`).
+fn trigger_fingerprint(tcp: &TenantControlPlane) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let meta = &tcp.metadata;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut hasher);
+    meta.uid.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// What of a DataStore its TenantControlPlanes depend on: generation, readiness and conditions (not
 /// `usedBy`).
 pub fn datastore_fingerprint(ds: &DataStore) -> String {
@@ -460,9 +478,15 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     };
 
     // The TenantControlPlane controller is created first: its cache also serves the DataStore
-    // controller's `usedBy`.
-    let control_planes = Controller::new(ctx.control_planes(), watcher_config(tcp_selector.as_deref()));
-    let tcp_store = control_planes.store();
+    // controller's `usedBy`. A TCP's own changes trigger it, not status writes (the controller is the
+    // status's only writer: its own writes would each cost one more, no-op, reconcile).
+    let (tcp_store, tcp_writer) = reflector::store();
+    let tcp_changes = watcher(ctx.control_planes(), watcher_config(tcp_selector.as_deref()))
+        .default_backoff()
+        .reflect(tcp_writer)
+        .touched_objects()
+        .predicate_filter(trigger_fingerprint, Default::default());
+    let control_planes = Controller::for_stream(tcp_changes, tcp_store.clone());
     let _ = ctx.tcp_store.set(tcp_store.clone());
 
     // DataStores: re-reconciled when a TenantControlPlane starts or stops using one, and when a Secret
