@@ -4,7 +4,8 @@
 //! create at a fixed 200 req/s (open loop), the create ceiling (closed loop), GET one, and 100-item list
 //! pages over 100k rows; finally pgbench runs the same INSERTs as a create with a custom script.
 //! `API_BENCH_ONLY=get,list` runs only the named scenarios (create, ceiling, get, list, pgbench);
-//! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each.
+//! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each, and
+//! the server's latency histogram of GET one. The database is vacuumed and analyzed after the creates.
 
 #![allow(
     clippy::unwrap_used,
@@ -280,6 +281,10 @@ async fn main() {
         statements(&db).await;
     }
 
+    // Settle between scenarios: vacuum and analyze what the creates wrote now, so that autovacuum does not
+    // do it during the next scenario's measurement.
+    sqlx::query("vacuum (analyze)").execute(&db).await.unwrap();
+
     // 3. GET one: at a fixed 200 req/s (latency), then 8 clients back to back (ceiling).
     let page: Value = http
         .get(format!("{base}/api/v1/tenants/bench/control-planes?limit=1"))
@@ -303,6 +308,24 @@ async fn main() {
         })
         .await;
         summary("GET one, 8 clients (closed loop, 10 s)", lat, elapsed, errors);
+        if std::env::var_os("API_BENCH_STATEMENTS").is_some() {
+            // The server's own view of the GETs so far (both GET scenarios): its latency histogram.
+            let text = http
+                .get(format!("{base}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            for line in text.lines().filter(|l| {
+                l.starts_with("tenantplane_http_request_duration_seconds")
+                    && l.contains("method=\"GET\"")
+                    && l.contains("{id}")
+            }) {
+                println!("    server: {line}");
+            }
+        }
         statements(&db).await;
     }
 

@@ -182,7 +182,8 @@ pub async fn create(
         addons: serde_json::to_value(&input.addons).unwrap_or_default(),
         labels: serde_json::to_value(&input.labels).unwrap_or_default(),
     };
-    let row = store::control_planes::insert(tx, tenant.id, &new)
+    // The row, its operation, the outbox row and the audit entry: one statement.
+    let (row, op) = store::control_planes::insert_created(tx, tenant.id, &new, &who.actor(), request_id)
         .await
         .on_conflict(|| {
             format!(
@@ -190,27 +191,6 @@ pub async fn create(
                 input.name
             )
         })?;
-    let op = store::control_planes::insert_operation(tx, tenant.id, row.id, "create", request_id).await?;
-    store::control_planes::enqueue(
-        tx,
-        tenant.id,
-        row.id,
-        op.id,
-        "apply",
-        &serde_json::json!({"generation": row.generation}),
-    )
-    .await?;
-    store::audit(
-        &mut *tx,
-        Some(tenant.id),
-        &who.actor(),
-        "control-plane.create",
-        "control-plane",
-        &row.id.to_string(),
-        request_id,
-        serde_json::json!({"name": row.name}),
-    )
-    .await?;
     // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
     let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
     let placement = Placement {
@@ -243,17 +223,21 @@ pub async fn get_with_tenant(
     slug: &str,
     id: &str,
 ) -> Result<(Uuid, ControlPlane)> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-    let id = super::parse_id(id, "control plane")?;
-    let row = store::control_planes::get(&ctx.db, tenant.id, id)
+    let cp_id = match super::parse_id(id, "control plane") {
+        Ok(cp_id) => cp_id,
+        Err(err) => {
+            // Authorization answers first, as for every request.
+            tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+            return Err(err);
+        }
+    };
+    // One statement: the tenant, the row and its placement.
+    let (tenant, found) = store::control_planes::get_with_tenant(&ctx.db, slug, cp_id)
         .await?
-        .ok_or(ServiceError::NotFound("control plane"))?;
-    let cp = with_placements(ctx, tenant.id, vec![row])
-        .await?
-        .into_iter()
-        .next()
-        .ok_or(ServiceError::NotFound("control plane"))?;
-    Ok((tenant.id, cp))
+        .ok_or(ServiceError::NotFound("tenant"))?;
+    super::authorize(who, tenant.id, Role::TenantViewer)?;
+    let (row, placement) = found.ok_or(ServiceError::NotFound("control plane"))?;
+    Ok((tenant.id, to_model_with(row, placement.map(placement_model))))
 }
 
 /// A live control plane with its placement, without an authorization check: for the event hub, which

@@ -113,15 +113,22 @@ pub async fn tenant_in(
     let tenant = store::tenants::by_slug(db, slug)
         .await?
         .ok_or(ServiceError::NotFound("tenant"))?;
-    if !who.sees(tenant.id) {
+    authorize(who, tenant.id, needed)?;
+    Ok(tenant)
+}
+
+/// Whether `who` may act on `tenant` with role `needed`: a tenant it does not see is "not found", too low
+/// a role is "forbidden".
+pub fn authorize(who: &Principal, tenant: Uuid, needed: Role) -> Result<()> {
+    if !who.sees(tenant) {
         return Err(ServiceError::NotFound("tenant"));
     }
-    if !who.can(tenant.id, needed) {
+    if !who.can(tenant, needed) {
         return Err(ServiceError::Forbidden(format!(
             "this action needs the role {needed} or higher"
         )));
     }
-    Ok(tenant)
+    Ok(())
 }
 
 /// Requires a platform admin.

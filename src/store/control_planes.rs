@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
-use super::StoreError;
+use super::{StoreError, placements::PlacementRow, tenants::TenantRow};
 
 /// A control-plane row.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +136,81 @@ pub async fn insert(
     .await?)
 }
 
+/// Records a new control plane with its `create` operation, the outbox row that applies it and the audit
+/// entry of `actor`, in one statement (one round trip of the create's transaction).
+pub async fn insert_created(
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    cp: &NewControlPlane,
+    actor: &str,
+    request_id: Option<&str>,
+) -> Result<(ControlPlaneRow, OperationRow), StoreError> {
+    let operation = Uuid::new_v4();
+    let row = sqlx::query_as!(
+        ControlPlaneRow,
+        r#"with cp as (
+             insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port,
+                                         size_class, datastore_pool, datastore_labels, datastore_name, offload,
+                                         addons, labels)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             returning *
+           ), op as (
+             insert into operations (id, tenant_id, control_plane_id, kind, request_id)
+             select $15, cp.tenant_id, cp.id, 'create', $16 from cp
+             returning id
+           ), queued as (
+             insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload)
+             select cp.tenant_id, cp.id, op.id, 'apply', jsonb_build_object('generation', cp.generation)
+             from cp, op
+           ), audited as (
+             insert into audit_log (tenant_id, actor, action, target_kind, target_id, request_id, details)
+             select cp.tenant_id, $17, 'control-plane.create', 'control-plane', cp.id::text, $16,
+                    jsonb_build_object('name', cp.name)
+             from cp
+           )
+           select id as "id!", tenant_id as "tenant_id!", name as "name!",
+                  kubernetes_version as "kubernetes_version!", replicas as "replicas!",
+                  service_type as "service_type!", port as "port!", size_class as "size_class!", datastore_pool,
+                  datastore_labels as "datastore_labels!", datastore_name, offload as "offload!",
+                  addons as "addons!", labels as "labels!", phase as "phase!", status as "status!",
+                  generation as "generation!", deleted_at, created_at as "created_at!",
+                  updated_at as "updated_at!"
+           from cp"#,
+        Uuid::new_v4(),
+        tenant,
+        cp.name,
+        cp.kubernetes_version,
+        cp.replicas,
+        cp.service_type,
+        cp.port,
+        cp.size_class,
+        cp.datastore_pool,
+        cp.datastore_labels,
+        cp.datastore_name,
+        cp.offload,
+        cp.addons,
+        cp.labels,
+        operation,
+        request_id,
+        actor
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    // The operation's other columns are its defaults; `now()` is the transaction's start, as for the row.
+    let op = OperationRow {
+        id: operation,
+        tenant_id: tenant,
+        control_plane_id: row.id,
+        kind: "create".into(),
+        state: "pending".into(),
+        error: None,
+        request_id: request_id.map(str::to_string),
+        created_at: row.created_at,
+        updated_at: row.created_at,
+    };
+    Ok((row, op))
+}
+
 /// A live or deleting control plane of `tenant`.
 pub async fn get(
     db: impl PgExecutor<'_>,
@@ -153,6 +228,120 @@ pub async fn get(
     )
     .fetch_optional(db)
     .await?)
+}
+
+/// A tenant by slug and, in the same statement, its live control plane `id` with the placement: one round
+/// trip for a GET. `None` when no tenant has the slug; the caller authorizes on the tenant before
+/// answering anything about the control plane.
+pub async fn get_with_tenant(
+    db: impl PgExecutor<'_>,
+    slug: &str,
+    id: Uuid,
+) -> Result<Option<(TenantRow, Option<(ControlPlaneRow, Option<PlacementRow>)>)>, StoreError> {
+    let Some(r) = sqlx::query!(
+        r#"select t.id, t.slug, t.display_name, t.labels, t.state, t.created_at,
+                  c.id as "cp_id?", c.name as "name?", c.kubernetes_version as "kubernetes_version?",
+                  c.replicas as "replicas?", c.service_type as "service_type?", c.port as "port?",
+                  c.size_class as "size_class?", c.datastore_pool as "datastore_pool?",
+                  c.datastore_labels as "datastore_labels?", c.datastore_name as "datastore_name?",
+                  c.offload as "offload?", c.addons as "addons?", c.labels as "cp_labels?", c.phase as "phase?",
+                  c.status as "status?", c.generation as "generation?", c.deleted_at as "deleted_at?",
+                  c.created_at as "cp_created_at?", c.updated_at as "updated_at?",
+                  d.name as "datastore?", p.decision as "decision?",
+                  (select jsonb_agg(jsonb_build_object('resource', o.resource, 'dataStore', od.name)
+                                    order by case o.resource when '/events' then 0 else 1 end, o.resource)
+                   from placement_overrides o join datastores od on od.id = o.datastore_id
+                   where o.control_plane_id = p.control_plane_id) as "overrides?"
+           from tenants t
+           left join control_planes c on c.tenant_id = t.id and c.id = $2 and c.deleted_at is null
+           left join placements p on p.control_plane_id = c.id
+           left join datastores d on d.id = p.datastore_id
+           where t.slug = $1"#,
+        slug,
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let tenant = TenantRow {
+        id: r.id,
+        slug: r.slug,
+        display_name: r.display_name,
+        labels: r.labels,
+        state: r.state,
+        created_at: r.created_at,
+    };
+    let row = match (
+        r.cp_id,
+        r.name,
+        r.kubernetes_version,
+        r.replicas,
+        r.service_type,
+        r.port,
+        r.size_class,
+        r.datastore_labels,
+        r.offload,
+        r.addons,
+        r.cp_labels,
+        r.phase,
+        r.status,
+        r.generation,
+        r.cp_created_at,
+        r.updated_at,
+    ) {
+        (
+            Some(id),
+            Some(name),
+            Some(kubernetes_version),
+            Some(replicas),
+            Some(service_type),
+            Some(port),
+            Some(size_class),
+            Some(datastore_labels),
+            Some(offload),
+            Some(addons),
+            Some(labels),
+            Some(phase),
+            Some(status),
+            Some(generation),
+            Some(created_at),
+            Some(updated_at),
+        ) => Some(ControlPlaneRow {
+            id,
+            tenant_id: r.id,
+            name,
+            kubernetes_version,
+            replicas,
+            service_type,
+            port,
+            size_class,
+            datastore_pool: r.datastore_pool,
+            datastore_labels,
+            datastore_name: r.datastore_name,
+            offload,
+            addons,
+            labels,
+            phase,
+            status,
+            generation,
+            deleted_at: r.deleted_at,
+            created_at,
+            updated_at,
+        }),
+        _ => None,
+    };
+    let found = row.map(|row| {
+        let placement = r.datastore.map(|datastore| PlacementRow {
+            control_plane_id: row.id,
+            datastore,
+            overrides: r.overrides.unwrap_or_else(|| serde_json::json!([])),
+            decision: r.decision.unwrap_or(serde_json::Value::Null),
+        });
+        (row, placement)
+    });
+    Ok(Some((tenant, found)))
 }
 
 /// The same, locked for update.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{spawn_app, tenant_id};
+use super::{spawn_app, statements, tenant_id};
 
 #[tokio::test]
 async fn create_records_spec_operation_outbox_and_audit_in_one_transaction() {
@@ -529,4 +529,31 @@ async fn served_openapi_is_the_committed_document() {
         "schema/openapi.json is stale: run `cargo run -- openapi > schema/openapi.json`"
     );
     assert_eq!(committed["openapi"], "3.1.0");
+}
+
+/// A GET of one control plane is two statements: the token's revocation check, then the tenant, the row
+/// and its placement together.
+#[tokio::test]
+async fn get_one_runs_two_statements() {
+    let app = spawn_app().await;
+    sqlx::query("create extension if not exists pg_stat_statements")
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let slug = app.tenant("get-count").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &member, "counted").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap();
+    let url = format!("/api/v1/tenants/{slug}/control-planes/{id}");
+    // The first request also loads the verifying key.
+    let warm = app.call(Method::GET, &url, Some(&viewer), None).await;
+    assert_eq!(warm.status, StatusCode::OK, "{}", warm.text);
+    let before = statements(&app).await;
+    let got = app.call(Method::GET, &url, Some(&viewer), None).await;
+    let after = statements(&app).await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text);
+    assert_eq!(got.body["name"], "counted");
+    assert_eq!(got.body["placement"], created["controlPlane"]["placement"]);
+    assert_eq!(after - before, 2);
 }

@@ -229,6 +229,19 @@ impl App {
 }
 
 /// Tenant id of `slug`.
+/// SQL statements executed in the app's database so far (pg_stat_statements, this database only; the
+/// caller creates the extension first).
+pub async fn statements(app: &App) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "select coalesce(sum(calls), 0)::bigint from pg_stat_statements s
+         join pg_database d on d.oid = s.dbid
+         where d.datname = current_database() and s.query not like '%pg_stat_statements%'",
+    )
+    .fetch_one(&app.ctx.db)
+    .await
+    .unwrap()
+}
+
 pub async fn tenant_id(app: &App, slug: &str) -> Uuid {
     store::tenants::by_slug(&app.ctx.db, slug)
         .await

@@ -6,7 +6,7 @@ use serde_json::json;
 use tenantplane::{api::graphql::GraphqlSettings, domain::Role, service};
 
 use super::{answer, data, gql};
-use crate::api::{App, spawn_app, spawn_app_with_graphql};
+use crate::api::{spawn_app, spawn_app_with_graphql, statements};
 
 #[tokio::test]
 async fn over_deep_queries_are_refused() {
@@ -153,18 +153,6 @@ async fn introspection_can_be_turned_off() {
         data(&app, &app.admin, "{ viewer { role } }", json!({})).await,
         json!({"viewer": {"role": "PLATFORM_ADMIN"}})
     );
-}
-
-/// SQL statements executed in the app's database so far (pg_stat_statements, this database only).
-async fn statements(app: &App) -> i64 {
-    sqlx::query_scalar::<_, i64>(
-        "select coalesce(sum(calls), 0)::bigint from pg_stat_statements s
-         join pg_database d on d.oid = s.dbid
-         where d.datname = current_database() and s.query not like '%pg_stat_statements%'",
-    )
-    .fetch_one(&app.ctx.db)
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
