@@ -8,7 +8,6 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,
     api::{Patch, PatchParams},
@@ -16,7 +15,7 @@ use kube::{
 use serde_json::json;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tenantplane::{
-    k8s::crd::{TenantControlPlane, all_crds},
+    k8s::crd::TenantControlPlane,
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
@@ -40,7 +39,9 @@ async fn main() -> anyhow::Result<()> {
     let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
     let kube_server = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
     let kube = kube_server.client().await?;
-    install_crds(&kube).await?;
+    localenv::kube::install_crds(&kube, "bench").await?;
+    // The new resources may take a moment to be served.
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     let tenant = store::tenants::insert(&db, "bench", "bench", &json!({})).await?;
     let mut tx = db.begin().await?;
@@ -58,17 +59,7 @@ async fn main() -> anyhow::Result<()> {
         addons: json!({}),
         labels: json!({}),
     };
-    let row = store::control_planes::insert(&mut tx, tenant.id, &cp).await?;
-    let op = store::control_planes::insert_operation(&mut tx, tenant.id, row.id, "create", None).await?;
-    store::control_planes::enqueue(
-        &mut tx,
-        tenant.id,
-        row.id,
-        op.id,
-        "apply",
-        &json!({"generation": 1}),
-    )
-    .await?;
+    store::control_planes::insert_created(&mut tx, tenant.id, &cp, "bench", None).await?;
     tx.commit().await?;
 
     let worker = Arc::new(Worker::new(
@@ -121,33 +112,5 @@ async fn main() -> anyhow::Result<()> {
         ms(pct(1.0))
     );
     drop((kube_server, etcd, pg));
-    Ok(())
-}
-
-async fn install_crds(kube: &kube::Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for (_, crd) in all_crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd))
-            .await?;
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let established = api
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            anyhow::ensure!(std::time::Instant::now() < deadline, "CRD {name} not established");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    // The new resource may take a moment to be served.
-    tokio::time::sleep(Duration::from_secs(1)).await;
     Ok(())
 }

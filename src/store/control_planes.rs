@@ -103,39 +103,6 @@ pub struct OperationRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// Inserts a control plane (phase Pending).
-pub async fn insert(
-    tx: &mut PgConnection,
-    tenant: Uuid,
-    cp: &NewControlPlane,
-) -> Result<ControlPlaneRow, StoreError> {
-    Ok(sqlx::query_as!(
-        ControlPlaneRow,
-        "insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class,
-                                     datastore_pool, datastore_labels, datastore_name, offload, addons, labels)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-         returning id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, datastore_pool,
-                   datastore_labels, datastore_name, offload, addons, labels, phase, status, generation, deleted_at,
-                   created_at, updated_at",
-        Uuid::new_v4(),
-        tenant,
-        cp.name,
-        cp.kubernetes_version,
-        cp.replicas,
-        cp.service_type,
-        cp.port,
-        cp.size_class,
-        cp.datastore_pool,
-        cp.datastore_labels,
-        cp.datastore_name,
-        cp.offload,
-        cp.addons,
-        cp.labels
-    )
-    .fetch_one(&mut *tx)
-    .await?)
-}
-
 /// Records a new control plane with its `create` operation, the outbox row that applies it and the audit
 /// entry of `actor`, in one statement (one round trip of the create's transaction).
 pub async fn insert_created(
@@ -273,65 +240,31 @@ pub async fn get_with_tenant(
         state: r.state,
         created_at: r.created_at,
     };
-    let row = match (
-        r.cp_id,
-        r.name,
-        r.kubernetes_version,
-        r.replicas,
-        r.service_type,
-        r.port,
-        r.size_class,
-        r.datastore_labels,
-        r.offload,
-        r.addons,
-        r.cp_labels,
-        r.phase,
-        r.status,
-        r.generation,
-        r.cp_created_at,
-        r.updated_at,
-    ) {
-        (
-            Some(id),
-            Some(name),
-            Some(kubernetes_version),
-            Some(replicas),
-            Some(service_type),
-            Some(port),
-            Some(size_class),
-            Some(datastore_labels),
-            Some(offload),
-            Some(addons),
-            Some(labels),
-            Some(phase),
-            Some(status),
-            Some(generation),
-            Some(created_at),
-            Some(updated_at),
-        ) => Some(ControlPlaneRow {
-            id,
+    // Every column of the left-joined row is NULL when the tenant has no such live control plane.
+    let row = (|| {
+        Some(ControlPlaneRow {
+            id: r.cp_id?,
             tenant_id: r.id,
-            name,
-            kubernetes_version,
-            replicas,
-            service_type,
-            port,
-            size_class,
+            name: r.name?,
+            kubernetes_version: r.kubernetes_version?,
+            replicas: r.replicas?,
+            service_type: r.service_type?,
+            port: r.port?,
+            size_class: r.size_class?,
             datastore_pool: r.datastore_pool,
-            datastore_labels,
+            datastore_labels: r.datastore_labels?,
             datastore_name: r.datastore_name,
-            offload,
-            addons,
-            labels,
-            phase,
-            status,
-            generation,
+            offload: r.offload?,
+            addons: r.addons?,
+            labels: r.cp_labels?,
+            phase: r.phase?,
+            status: r.status?,
+            generation: r.generation?,
             deleted_at: r.deleted_at,
-            created_at,
-            updated_at,
-        }),
-        _ => None,
-    };
+            created_at: r.cp_created_at?,
+            updated_at: r.updated_at?,
+        })
+    })();
     let found = row.map(|row| {
         let placement = r.datastore.map(|datastore| PlacementRow {
             control_plane_id: row.id,

@@ -87,22 +87,9 @@ async fn queue_creates(db: &PgPool, n: usize) -> String {
             addons: json!({"coreDNS": true, "kubeProxy": true, "konnectivity": false}),
             labels: json!({}),
         };
-        let row = store::control_planes::insert(&mut tx, tenant.id, &cp)
+        store::control_planes::insert_created(&mut tx, tenant.id, &cp, "tests", None)
             .await
             .unwrap();
-        let op = store::control_planes::insert_operation(&mut tx, tenant.id, row.id, "create", None)
-            .await
-            .unwrap();
-        store::control_planes::enqueue(
-            &mut tx,
-            tenant.id,
-            row.id,
-            op.id,
-            "apply",
-            &json!({"generation": row.generation}),
-        )
-        .await
-        .unwrap();
     }
     tx.commit().await.unwrap();
     slug
