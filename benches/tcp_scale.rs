@@ -27,7 +27,6 @@ use k8s_openapi::{
         apps::v1::Deployment,
         core::v1::{Namespace, Secret, Service},
     },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, ResourceExt as _,
@@ -37,7 +36,7 @@ use kube::{
 use serde_json::json;
 use tenantplane::{
     controller::workload,
-    k8s::crd::{DataStore, TenantControlPlane, all_crds},
+    k8s::crd::{DataStore, TenantControlPlane},
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
@@ -66,32 +65,6 @@ fn vm_hwm_mib(pid: u32) -> f64 {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0)
         / 1024.0
-}
-
-async fn install_crds(kube: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for (_, crd) in all_crds() {
-        let name = crd.name_any();
-        api.patch(&name, &PatchParams::apply("bench").force(), &Patch::Apply(&crd))
-            .await
-            .unwrap();
-        loop {
-            let established = api
-                .get(&name)
-                .await
-                .unwrap()
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 async fn namespace(kube: &kube::Client, name: &str) {
@@ -220,7 +193,9 @@ async fn main() {
         .await
         .unwrap();
     let kube = kube_server.client().await.unwrap();
-    install_crds(&kube).await;
+    localenv::kube::install_crds(&kube, "bench").await.unwrap();
+    // The new resources may take a moment to be served.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     namespace(&kube, NS).await;
     namespace(&kube, BARE_NS).await;
     let ca = TinyCa::new("bench-ca").unwrap();

@@ -6,14 +6,8 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use k8s_openapi::{
-    api::core::v1::{Namespace, Secret},
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
-use kube::{
-    Api,
-    api::{Patch, PatchParams, PostParams},
-};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::{Api, api::PostParams};
 use serde_json::json;
 
 use crate::{
@@ -96,40 +90,6 @@ fn step(progress: bool, what: &str) {
     if progress {
         eprintln!("[dev up] {what}");
     }
-}
-
-async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (_, crd) in crate::k8s::crd::all_crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(
-            &name,
-            &PatchParams::apply("tenantplane-dev").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .with_context(|| format!("apply CRD {name}"))?;
-        let start = std::time::Instant::now();
-        loop {
-            let established = api
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            anyhow::ensure!(
-                start.elapsed() < Duration::from_secs(60),
-                "CRD {name} not Established after 60s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    Ok(())
 }
 
 /// Registers the TLS etcd `etcd` as DataStore `etcd-default` in pool `default`: the Secret and the
@@ -225,7 +185,7 @@ impl DevStack {
         let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
         let kube = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
         let client = kube.client().await?;
-        install_crds(&client).await?;
+        localenv::kube::install_crds(&client, "tenantplane-dev").await?;
 
         step(p, "starting the etcd of the `default` DataStore pool");
         let ca = TinyCa::new("tenantplane-dev-etcd-ca")?;

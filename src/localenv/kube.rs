@@ -313,3 +313,44 @@ pub fn kubeconfig_yaml(port: u16, ca: &CertKey, user: &CertKey) -> String {
         b(&user.key_pem)
     )
 }
+
+/// Server-side applies every generated CRD as `field_manager` and waits (at most 60 s each) until each
+/// is `Established`.
+pub async fn install_crds(client: &kube::Client, field_manager: &str) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let failed = |what: String| move |e: kube::Error| LocalEnvError::Other(format!("{what}: {e}"));
+    for (_, crd) in crate::k8s::crd::all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply(field_manager).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(failed(format!("apply CRD {name}")))?;
+        let start = std::time::Instant::now();
+        loop {
+            let established = api
+                .get(&name)
+                .await
+                .map_err(failed(format!("read CRD {name}")))?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(LocalEnvError::Other(format!(
+                    "CRD {name} not Established after 60s"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}

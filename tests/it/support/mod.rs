@@ -204,43 +204,8 @@ pub fn crds_installed() {
     cluster();
     CRDS.get_or_init(|| {
         start_blocking("the CRDs", || async {
-            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-            use kube::api::{Patch, PatchParams};
             let client = cluster().kube.client().await?;
-            let api: Api<CustomResourceDefinition> = Api::all(client);
-            for (_, crd) in tenantplane::k8s::crd::all_crds() {
-                let name = crd.metadata.name.clone().unwrap_or_default();
-                api.patch(
-                    &name,
-                    &PatchParams::apply("tenantplane-tests").force(),
-                    &Patch::Apply(&crd),
-                )
-                .await
-                .map_err(|e| localenv::LocalEnvError::Other(format!("apply CRD {name}: {e}")))?;
-                let start = std::time::Instant::now();
-                loop {
-                    let current = api
-                        .get(&name)
-                        .await
-                        .map_err(|e| localenv::LocalEnvError::Other(e.to_string()))?;
-                    let established = current
-                        .status
-                        .and_then(|s| s.conditions)
-                        .unwrap_or_default()
-                        .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True");
-                    if established {
-                        break;
-                    }
-                    if start.elapsed() > Duration::from_secs(60) {
-                        return Err(localenv::LocalEnvError::Other(format!(
-                            "CRD {name} not Established after 60s"
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-            Ok(())
+            localenv::kube::install_crds(&client, "tenantplane-tests").await
         })
     })
     .as_ref()
