@@ -9,15 +9,20 @@ pub fn dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("TENANTPLANE_TEST_ASSETS_DIR") {
         return PathBuf::from(dir);
     }
-    let cache = std::env::var_os("TENANTPLANE_CACHE")
+    cache_root().join("assets")
+}
+
+/// The cache `scripts/test-env` fills: `TENANTPLANE_CACHE`, else `$XDG_CACHE_HOME/tenantplane`, else
+/// `~/.cache/tenantplane`.
+fn cache_root() -> PathBuf {
+    std::env::var_os("TENANTPLANE_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             std::env::var_os("XDG_CACHE_HOME")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"))
                 .join("tenantplane")
-        });
-    cache.join("assets")
+        })
 }
 
 /// The path of binary `name` in [`dir`], or an error that says how to build it.
@@ -62,15 +67,7 @@ pub fn system_program(name: &str) -> Result<PathBuf> {
 
 /// The directory of versioned binaries (`<name>-<version>`) that `scripts/test-env` builds.
 pub fn bin_dir() -> PathBuf {
-    let cache = std::env::var_os("TENANTPLANE_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"))
-                .join("tenantplane")
-        });
-    cache.join("bin")
+    cache_root().join("bin")
 }
 
 /// Versions of `name` that are built (`<bin_dir>/<name>-<version>`), sorted.
