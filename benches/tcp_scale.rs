@@ -21,12 +21,9 @@ use std::{
 };
 
 use futures::{StreamExt as _, TryStreamExt as _, stream};
-use k8s_openapi::{
-    ByteString,
-    api::{
-        apps::v1::Deployment,
-        core::v1::{Namespace, Secret, Service},
-    },
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Secret, Service},
 };
 use kube::{
     Api, ResourceExt as _,
@@ -71,52 +68,6 @@ async fn namespace(kube: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     Api::<Namespace>::all(kube.clone())
         .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-/// The DataStore on the TLS etcd, with its credentials in a Secret.
-async fn datastore(kube: &kube::Client, etcd: &LocalEtcd) {
-    let tls = etcd.tls().unwrap();
-    let data: BTreeMap<String, ByteString> = [
-        ("ca.crt", &tls.ca.cert_pem),
-        ("ca.key", &tls.ca.key_pem),
-        ("root.crt", &tls.root_client.cert_pem),
-        ("root.key", &tls.root_client.key_pem),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-    .collect();
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("bench-etcd-tls".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        data: Some(data),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(kube.clone(), NS)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let sref =
-        |key: &str| json!({"secretReference": {"name": "bench-etcd-tls", "namespace": NS, "keyPath": key}});
-    let ds: DataStore = serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "DataStore",
-        "metadata": {"name": "bench-etcd"},
-        "spec": {
-            "driver": "etcd",
-            "endpoints": [etcd.endpoint()],
-            "tlsConfig": {
-                "certificateAuthority": {"certificate": sref("ca.crt"), "privateKey": sref("ca.key")},
-                "clientCertificate": {"certificate": sref("root.crt"), "privateKey": sref("root.key")},
-            },
-        },
-    }))
-    .unwrap();
-    Api::<DataStore>::all(kube.clone())
-        .create(&PostParams::default(), &ds)
         .await
         .unwrap();
 }
@@ -202,7 +153,9 @@ async fn main() {
     let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
         .await
         .unwrap();
-    datastore(&kube, &etcd).await;
+    localenv::kube::create_etcd_datastore(&kube, &etcd, "bench-etcd", NS)
+        .await
+        .unwrap();
 
     let metrics_port = ports::claim().unwrap();
     let spec = Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane"))

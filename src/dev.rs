@@ -6,7 +6,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, api::PostParams};
 use serde_json::json;
 
@@ -104,35 +104,7 @@ async fn register_datastore(
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await?;
-    let tls = etcd.tls().context("the DataStore etcd has no TLS")?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "etcd-default-tls"},
-        "stringData": {
-            "ca.crt": tls.ca.cert_pem, "ca.key": tls.ca.key_pem,
-            "root.crt": tls.root_client.cert_pem, "root.key": tls.root_client.key_pem,
-        },
-    }))?;
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await?;
-    let sref =
-        |key: &str| json!({"secretReference": {"name": "etcd-default-tls", "namespace": ns, "keyPath": key}});
-    let ds: DataStore = serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1",
-        "kind": "DataStore",
-        "metadata": {"name": "etcd-default"},
-        "spec": {
-            "driver": "etcd",
-            "endpoints": [etcd.endpoint()],
-            "tlsConfig": {
-                "certificateAuthority": {"certificate": sref("ca.crt"), "privateKey": sref("ca.key")},
-                "clientCertificate": {"certificate": sref("root.crt"), "privateKey": sref("root.key")},
-            },
-        },
-    }))?;
-    Api::<DataStore>::all(client.clone())
-        .create(&PostParams::default(), &ds)
-        .await?;
+    localenv::kube::create_etcd_datastore(client, etcd, "etcd-default", ns).await?;
     let pool = store::datastores::insert_pool(db, POOL, "spread", &json!({})).await?;
     let api_ref = |key: &str| json!({"name": "etcd-default-tls", "namespace": ns, "keyPath": key});
     store::datastores::insert(

@@ -354,3 +354,54 @@ pub async fn install_crds(client: &kube::Client, field_manager: &str) -> Result<
     }
     Ok(())
 }
+
+/// Registers the TLS etcd `etcd` in the cluster as DataStore `name`: its CA and root client key pair go
+/// into Secret `<name>-tls` in `namespace` (which must exist), and the DataStore references them.
+pub async fn create_etcd_datastore(
+    client: &kube::Client,
+    etcd: &super::etcd::LocalEtcd,
+    name: &str,
+    namespace: &str,
+) -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, PostParams};
+
+    use crate::k8s::crd::DataStore;
+    let failed = |what: &str, e: kube::Error| LocalEnvError::Other(format!("create {what}: {e}"));
+    let tls = etcd
+        .tls()
+        .ok_or_else(|| LocalEnvError::Other(format!("the etcd of DataStore {name} has no TLS")))?;
+    let secret_name = format!("{name}-tls");
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": secret_name},
+        "stringData": {
+            "ca.crt": tls.ca.cert_pem, "ca.key": tls.ca.key_pem,
+            "root.crt": tls.root_client.cert_pem, "root.key": tls.root_client.key_pem,
+        },
+    }))
+    .map_err(|e| LocalEnvError::Other(e.to_string()))?;
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| failed(&format!("Secret {namespace}/{secret_name}"), e))?;
+    let sref = |key: &str| serde_json::json!({"secretReference": {"name": secret_name, "namespace": namespace, "keyPath": key}});
+    let ds: DataStore = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "DataStore",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "etcd",
+            "endpoints": [etcd.endpoint()],
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": sref("ca.crt"), "privateKey": sref("ca.key")},
+                "clientCertificate": {"certificate": sref("root.crt"), "privateKey": sref("root.key")},
+            },
+        },
+    }))
+    .map_err(|e| LocalEnvError::Other(e.to_string()))?;
+    Api::<DataStore>::all(client.clone())
+        .create(&PostParams::default(), &ds)
+        .await
+        .map_err(|e| failed(&format!("DataStore {name}"), e))?;
+    Ok(())
+}
