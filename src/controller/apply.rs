@@ -1,17 +1,52 @@
-//! Writes: server-side apply of owned Secrets under [`FIELD_MANAGER`], and finalizers.
+//! Writes: server-side apply (and creates) of owned objects under [`FIELD_MANAGER`], and finalizers.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Resource, ResourceExt as _,
-    api::{Patch, PatchParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
-use super::{Error, FIELD_MANAGER};
+use super::{Context, Error, FIELD_MANAGER};
 
-/// Applies a Secret the controller owns (server-side apply, forced: the controller is its only writer).
-pub async fn secret(client: &kube::Client, secret: &Secret) -> Result<Secret, Error> {
+/// Applies a Secret the controller owns (server-side apply, forced: the controller is its only writer),
+/// and remembers the result until the Secret cache has it.
+pub async fn secret(ctx: &Context, secret: &Secret) -> Result<Secret, Error> {
+    let (namespace, name) = secret_key(secret)?;
+    let applied = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(secret),
+        )
+        .await?;
+    ctx.caches.wrote_secret(&applied);
+    Ok(applied)
+}
+
+/// Creates a Secret the controller owns (`None`: it exists already). Only for a Secret the cache does
+/// not have: a create can never overwrite one the cache merely lags behind.
+pub async fn create_secret(ctx: &Context, secret: &Secret) -> Result<Option<Secret>, Error> {
+    let (namespace, _) = secret_key(secret)?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .create(&params, secret)
+        .await
+    {
+        Ok(created) => {
+            ctx.caches.wrote_secret(&created);
+            Ok(Some(created))
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn secret_key(secret: &Secret) -> Result<(&str, &str), Error> {
     let namespace = secret
         .metadata
         .namespace
@@ -22,13 +57,7 @@ pub async fn secret(client: &kube::Client, secret: &Secret) -> Result<Secret, Er
         .name
         .as_deref()
         .ok_or(Error::MissingObjectKey(".metadata.name"))?;
-    Ok(Api::<Secret>::namespaced(client.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(secret),
-        )
-        .await?)
+    Ok((namespace, name))
 }
 
 /// Whether `obj` carries `finalizer`.

@@ -79,7 +79,9 @@ async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Acti
         .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
     let api = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace);
     if tcp.metadata.deletion_timestamp.is_some() {
-        ctx.record_provisioned(&format!("{namespace}/{}", tcp.name_any()), None);
+        let key = format!("{namespace}/{}", tcp.name_any());
+        ctx.record_provisioned(&key, None);
+        ctx.caches.forget_control_plane(&key);
         if apply::has_finalizer(tcp, TCP_FINALIZER) {
             cleanup(tcp, ctx).await?;
             apply::remove_finalizer(&api, tcp, TCP_FINALIZER).await?;
@@ -252,8 +254,8 @@ async fn provision(
     let config_name = build::config_secret_name(tcp);
     let certificate_name = build::certificate_secret_name(tcp);
     let (existing_config, existing_certificate) = futures_util::future::try_join(
-        fetch::secret(ctx, &namespace, &config_name),
-        fetch::secret(ctx, &namespace, &certificate_name),
+        fetch::owned_secret(ctx, &namespace, &config_name),
+        fetch::owned_secret(ctx, &namespace, &certificate_name),
     )
     .await?;
 
@@ -284,11 +286,10 @@ async fn provision(
                 }
                 _ => None,
             };
-            let config =
-                apply::secret(&ctx.client, &build::config_secret(tcp, &space, &credentials)?).await?;
+            let config = apply::secret(ctx, &build::config_secret(tcp, &space, &credentials)?).await?;
             let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?
             {
-                Some(secret) => Some(apply::secret(&ctx.client, &secret).await?),
+                Some(secret) => Some(apply::secret(ctx, &secret).await?),
                 None => None,
             };
             (config, certificate)

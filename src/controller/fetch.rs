@@ -1,4 +1,6 @@
 //! Reads what a reconcile needs: DataStores with their Secrets resolved, TenantControlPlanes, Secrets.
+//! DataStores, owned Secrets and resolved credentials come from the [`cache`](super::cache) when it
+//! has them; a cached miss is confirmed live.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt as _};
@@ -6,6 +8,7 @@ use kube::{Api, ResourceExt as _};
 use super::{
     Context, Error,
     build::{self, ResolvedDataStore, ResolvedTls},
+    cache::Lookup,
 };
 use crate::{
     config::Secret as Sealed,
@@ -17,12 +20,24 @@ pub async fn control_planes(ctx: &Context) -> Result<Vec<TenantControlPlane>, Er
     Ok(ctx.control_planes().list(&Default::default()).await?.items)
 }
 
-/// A DataStore by name, if it exists.
+/// A DataStore by name, if it exists: cached, or read live when the cache does not have it.
 pub async fn datastore(ctx: &Context, name: &str) -> Result<Option<DataStore>, Error> {
+    if let Lookup::Found(ds) = ctx.caches.datastore(name).await {
+        return Ok(Some((*ds).clone()));
+    }
     Ok(Api::<DataStore>::all(ctx.client.clone()).get_opt(name).await?)
 }
 
-/// A Secret, if it exists.
+/// A Secret the controller owns, if it exists: cached, or read live when the cache does not have it
+/// (so a lagging cache never makes it look absent).
+pub async fn owned_secret(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Secret>, Error> {
+    if let Lookup::Found(secret) = ctx.caches.secret(namespace, name).await {
+        return Ok(Some((*secret).clone()));
+    }
+    secret(ctx, namespace, name).await
+}
+
+/// A Secret, read live, if it exists.
 pub async fn secret(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Secret>, Error> {
     Ok(Api::<Secret>::namespaced(ctx.client.clone(), namespace)
         .get_opt(name)
@@ -103,8 +118,19 @@ async fn text(
     })
 }
 
-/// Resolves every ContentRef of a DataStore.
+/// Resolves every ContentRef of a DataStore (remembered until the DataStore or a Secret it references
+/// changes).
 pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore, Error> {
+    let (epoch, cached) = ctx.caches.resolved(ds);
+    if let Some(resolved) = cached {
+        return Ok(resolved);
+    }
+    let resolved = resolve_live(ctx, ds).await?;
+    ctx.caches.store_resolved(ds, epoch, &resolved);
+    Ok(resolved)
+}
+
+async fn resolve_live(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore, Error> {
     let spec = &ds.spec;
     let memo = &mut SecretMemo::new();
     let (username, password) = match &spec.basic_auth {

@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod build;
+pub mod cache;
 pub mod control_planes;
 pub mod datastores;
 pub mod fetch;
@@ -29,6 +30,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{
         Controller, WatchStreamExt as _,
         controller::Action,
@@ -200,6 +202,8 @@ pub struct Context {
     provisioned: std::sync::Mutex<HashMap<String, Provisioned>>,
     /// When each DataStore's status was last written.
     status_written: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// Watch caches and what the controller last wrote.
+    pub caches: cache::Caches,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -243,6 +247,7 @@ impl Context {
             healthy: std::sync::Mutex::new(HashMap::new()),
             provisioned: std::sync::Mutex::new(HashMap::new()),
             status_written: std::sync::Mutex::new(HashMap::new()),
+            caches: cache::Caches::default(),
         }
     }
 
@@ -496,6 +501,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         watcher_config(selector.as_deref()),
     );
     let ds_store = datastores.store();
+    ctx.caches.set_datastores(ds_store.clone());
     let datastores = datastores
         .watches(
             ctx.control_planes(),
@@ -507,23 +513,33 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     .collect::<Vec<_>>()
             },
         )
-        .watches(Api::<Secret>::all(client.clone()), watcher::Config::default(), {
-            let ctx = ctx.clone();
-            move |secret| {
-                let ns = secret.namespace().unwrap_or_default();
-                let name = secret.name_any();
-                let affected: Vec<_> = ds_store
-                    .state()
-                    .iter()
-                    .filter(|ds| build::references_secret(ds, &ns, &name))
-                    .map(|ds| ObjectRef::from_obj(&**ds))
-                    .collect();
-                for ds in &affected {
-                    ctx.record_health(&ds.name, None, false);
+        // Only metadata, and not the Secrets this controller owns: a DataStore references its own.
+        .watches_stream(
+            watcher(
+                Api::<PartialObjectMeta<Secret>>::all(client.clone()),
+                watcher::Config::default().labels(&format!("{}!={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1)),
+            )
+            .default_backoff()
+            .touched_objects(),
+            {
+                let ctx = ctx.clone();
+                move |secret| {
+                    let ns = secret.namespace().unwrap_or_default();
+                    let name = secret.name_any();
+                    let affected: Vec<_> = ds_store
+                        .state()
+                        .iter()
+                        .filter(|ds| build::references_secret(ds, &ns, &name))
+                        .map(|ds| ObjectRef::from_obj(&**ds))
+                        .collect();
+                    for ds in &affected {
+                        ctx.record_health(&ds.name, None, false);
+                        ctx.caches.forget_resolved(&ds.name);
+                    }
+                    affected
                 }
-                affected
-            }
-        })
+            },
+        )
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
@@ -547,10 +563,42 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             Api::<Service>::all(client.clone()),
         ),
     };
+    // The owned objects' watches fill the caches the reconciles read (managed fields stripped: nothing
+    // reads them). A Secret event first updates the cache, then drops the controller's own pending write.
+    let owned = || watcher::Config::default().labels(&managed);
+    let (secret_store, secret_writer) = reflector::store();
+    ctx.caches.set_secrets(secret_store);
+    let secrets = watcher(owned_secrets, owned())
+        .default_backoff()
+        .modify(|s: &mut Secret| s.managed_fields_mut().clear())
+        .reflect(secret_writer)
+        .inspect({
+            let ctx = ctx.clone();
+            move |event| {
+                if let Ok(event) = event {
+                    ctx.caches.observe_secret(event);
+                }
+            }
+        })
+        .touched_objects();
+    let (deployment_store, deployment_writer) = reflector::store();
+    ctx.caches.set_deployments(deployment_store);
+    let deployments = watcher(owned_deployments, owned())
+        .default_backoff()
+        .modify(|d: &mut Deployment| d.managed_fields_mut().clear())
+        .reflect(deployment_writer)
+        .touched_objects();
+    let (service_store, service_writer) = reflector::store();
+    ctx.caches.set_services(service_store);
+    let services = watcher(owned_services, owned())
+        .default_backoff()
+        .modify(|s: &mut Service| s.managed_fields_mut().clear())
+        .reflect(service_writer)
+        .touched_objects();
     let control_planes = control_planes
-        .owns(owned_secrets, watcher::Config::default().labels(&managed))
-        .owns(owned_deployments, watcher::Config::default().labels(&managed))
-        .owns(owned_services, watcher::Config::default().labels(&managed))
+        .owns_stream(secrets)
+        .owns_stream(deployments)
+        .owns_stream(services)
         .watches(
             Api::<DataStore>::all(client.clone()),
             watcher_config(selector.as_deref()),

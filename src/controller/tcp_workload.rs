@@ -21,6 +21,7 @@ use serde_json::json;
 use super::{
     Context, Error, apply,
     build::{self, Conditions, untampered},
+    cache::{self, Lookup},
     control_planes::StorageOutcome,
     fetch,
     workload::{self, StorageView},
@@ -236,7 +237,12 @@ async fn run(
     // Service first: its cluster IP goes into the apiserver certificate.
     *phase = "service";
     let started = Instant::now();
-    let service = apply::object(&ctx.client, &workload::service(tcp)?).await?;
+    let desired_service = workload::service(tcp)?;
+    let cached = ctx.caches.service(&namespace, &desired_service.name_any()).await;
+    let service = apply_unless_current(ctx, "Service", &key(tcp), &desired_service, cached, |s| {
+        s.metadata.resource_version.clone()
+    })
+    .await?;
     ctx.metrics.phase("service", started.elapsed().as_secs_f64());
     let cluster_ip = service
         .spec
@@ -248,30 +254,7 @@ async fn run(
     // Certificates and kubeconfigs.
     *phase = "certificates";
     let started = Instant::now();
-    // The nine Secrets are read at once: one round trip instead of nine.
-    let names = workload::pki_secret_names(tcp);
-    let found =
-        futures_util::future::try_join_all(names.iter().map(|name| fetch::secret(ctx, &namespace, name)))
-            .await?;
-    let existing: BTreeMap<String, Secret> = names
-        .into_iter()
-        .zip(found)
-        .filter_map(|(name, secret)| Some((name, secret?)))
-        .collect();
-    let pki = workload::pki(tcp, &existing, cluster_ip.as_deref(), settings, now.as_second())?;
-    // Only new or changed Secrets are written, all at once.
-    let changed = pki.secrets.iter().filter(|secret| {
-        let name = secret.name_any();
-        let unchanged = !pki.generated.contains(&name)
-            && existing.get(&name).is_some_and(|e| {
-                untampered(e)
-                    && e.annotations() == secret.annotations()
-                    && e.labels() == secret.labels()
-                    && e.owner_references() == secret.owner_references()
-            });
-        !unchanged
-    });
-    futures_util::future::try_join_all(changed.map(|secret| apply::secret(&ctx.client, secret))).await?;
+    let pki = write_pki(tcp, ctx, &namespace, cluster_ip.as_deref(), now).await?;
     ctx.metrics.phase("certificates", started.elapsed().as_secs_f64());
     let generated = |names: &[String]| {
         let g: Vec<&String> = pki.generated.iter().filter(|n| names.contains(n)).collect();
@@ -399,7 +382,15 @@ async fn run(
             ),
         );
     }
-    let applied: Deployment = apply::object(&ctx.client, &built.deployment).await?;
+    let cached = ctx
+        .caches
+        .deployment(&namespace, &built.deployment.name_any())
+        .await;
+    let applied: Deployment =
+        apply_unless_current(ctx, "Deployment", &key(tcp), &built.deployment, cached, |d| {
+            d.metadata.generation.map(|g| g.to_string())
+        })
+        .await?;
     ctx.metrics.phase("deployment", started.elapsed().as_secs_f64());
 
     // Status from the applied Deployment.
@@ -513,6 +504,126 @@ async fn run(
         conditions.set(READY, Some(false), &format!("{state:?}"), message);
     }
     Ok(())
+}
+
+/// Reads the PKI and kubeconfig Secrets, builds them, and writes the new and changed ones at once:
+/// creates for the absent, forced applies for the others. The Secrets come from the cache; when there
+/// is none, or a create finds that the cache lagged (the Secret exists), they are read live and the
+/// build runs again, so a lagging cache can never replace a CA.
+async fn write_pki(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    namespace: &str,
+    cluster_ip: Option<&str>,
+    now: Timestamp,
+) -> Result<workload::Pki, Error> {
+    let names = workload::pki_secret_names(tcp);
+    let mut live = false;
+    loop {
+        let mut existing = BTreeMap::new();
+        if !live {
+            for name in &names {
+                match ctx.caches.secret(namespace, name).await {
+                    Lookup::Found(secret) => {
+                        existing.insert(name.clone(), (*secret).clone());
+                    }
+                    Lookup::Missing => {}
+                    Lookup::Unknown => {
+                        live = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if live {
+            // One round trip for the nine.
+            let found = futures_util::future::try_join_all(
+                names.iter().map(|name| fetch::secret(ctx, namespace, name)),
+            )
+            .await?;
+            existing = names
+                .iter()
+                .cloned()
+                .zip(found)
+                .filter_map(|(name, secret)| Some((name, secret?)))
+                .collect();
+        }
+        let pki = workload::pki(
+            tcp,
+            &existing,
+            cluster_ip,
+            &ctx.settings.workload,
+            now.as_second(),
+        )?;
+        let changed = pki.secrets.iter().filter(|secret| {
+            let name = secret.name_any();
+            let unchanged = !pki.generated.contains(&name)
+                && existing.get(&name).is_some_and(|e| {
+                    untampered(e)
+                        && e.annotations() == secret.annotations()
+                        && e.labels() == secret.labels()
+                        && e.owner_references() == secret.owner_references()
+                });
+            !unchanged
+        });
+        let written = futures_util::future::try_join_all(changed.map(|secret| async {
+            if existing.contains_key(&secret.name_any()) {
+                apply::secret(ctx, secret).await.map(Some)
+            } else {
+                apply::create_secret(ctx, secret).await
+            }
+        }))
+        .await?;
+        if written.iter().all(Option::is_some) {
+            return Ok(pki);
+        }
+        if live {
+            return Err(Error::NotReady {
+                reason: "SecretCreatedConcurrently",
+                message: "a PKI Secret appeared while it was being created; the reconcile is retried".into(),
+            });
+        }
+        live = true;
+    }
+}
+
+/// Applies `desired`, unless this controller applied the same desired object less than the resync
+/// interval ago and the cached object is still what that apply left (`version`: a Deployment's
+/// generation, a Service's resourceVersion). Returns the object as the API server has it.
+async fn apply_unless_current<K>(
+    ctx: &Context,
+    kind: &'static str,
+    key: &str,
+    desired: &K,
+    cached: Lookup<K>,
+    version: fn(&K) -> Option<String>,
+) -> Result<K, Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let hash = cache::desired_hash(desired);
+    if let (Lookup::Found(current), Some(last)) = (&cached, ctx.caches.applied(kind, key))
+        && last.desired == hash
+        && last.at.elapsed() < ctx.settings.resync
+        && version(current).as_ref() == Some(&last.version)
+    {
+        return Ok((**current).clone());
+    }
+    let applied = apply::object(&ctx.client, desired).await?;
+    ctx.caches.record_applied(
+        kind,
+        key,
+        version(&applied).map(|version| cache::Applied {
+            desired: hash,
+            version,
+            at: Instant::now(),
+        }),
+    );
+    Ok(applied)
 }
 
 enum Probe {

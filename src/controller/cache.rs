@@ -1,0 +1,281 @@
+//! What the controllers read without a request: the watch caches of the Secrets, Deployments and
+//! Services they own and of DataStores, the controller's own Secret writes until its watch delivers
+//! them, DataStores' resolved credentials, and what the controller last applied of each workload.
+//!
+//! A cache can lag. Every reader is written so that lagging is safe: a cached *miss* of a Secret is
+//! only ever followed by a create (which fails, instead of overwriting, when the Secret exists after
+//! all) or by a live read; a stale hit only costs one more reconcile, which the watch event that
+//! updates the cache triggers.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Secret, Service},
+};
+use kube::{
+    Resource, ResourceExt as _,
+    runtime::{
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+
+use super::build::ResolvedDataStore;
+use crate::k8s::crd::DataStore;
+
+/// How long a reader waits for a cache's first list before it reads live instead.
+const READY_WAIT: Duration = Duration::from_secs(5);
+
+/// What a cache knows about an object.
+#[derive(Debug, Clone)]
+pub enum Lookup<K> {
+    /// The cache has it.
+    Found(Arc<K>),
+    /// The cache has synced and does not have it (it may lag behind a create).
+    Missing,
+    /// No synced cache: read live.
+    Unknown,
+}
+
+/// What the controller last applied of one TenantControlPlane's workload object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Hash of the desired object that was applied.
+    pub desired: u64,
+    /// `metadata.generation` (Deployment) or `metadata.resourceVersion` (Service) the apply returned.
+    pub version: String,
+    /// When.
+    pub at: Instant,
+}
+
+/// Resolved DataStores by name, valid for one `(uid, generation)`; an epoch counter keeps a resolve
+/// that raced a Secret change from being stored.
+#[derive(Default)]
+struct Resolved {
+    epoch: u64,
+    by_name: HashMap<String, (Option<String>, Option<i64>, ResolvedDataStore)>,
+}
+
+/// The caches; see the module documentation.
+#[derive(Default)]
+pub struct Caches {
+    secrets: OnceLock<Store<Secret>>,
+    deployments: OnceLock<Store<Deployment>>,
+    services: OnceLock<Store<Service>>,
+    datastores: OnceLock<Store<DataStore>>,
+    /// Secrets this controller wrote, by `(namespace, name)`, until the watch delivers that version
+    /// (or a later one, or the deletion).
+    written: Mutex<HashMap<(String, String), Arc<Secret>>>,
+    resolved: Mutex<Resolved>,
+    applied: Mutex<HashMap<(&'static str, String), Applied>>,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches").finish_non_exhaustive()
+    }
+}
+
+/// A resourceVersion as a number. The API server's are etcd revisions, so a larger one is newer; a
+/// version that is not a number compares as unknown.
+fn revision<K: Resource>(obj: &K) -> Option<u64> {
+    obj.meta().resource_version.as_deref()?.parse().ok()
+}
+
+async fn lookup<K>(store: Option<&Store<K>>, key: &ObjectRef<K>) -> Lookup<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let Some(store) = store else {
+        return Lookup::Unknown;
+    };
+    if !tokio::time::timeout(READY_WAIT, store.wait_until_ready())
+        .await
+        .is_ok_and(|r| r.is_ok())
+    {
+        return Lookup::Unknown;
+    }
+    match store.get(key) {
+        Some(obj) => Lookup::Found(obj),
+        None => Lookup::Missing,
+    }
+}
+
+impl Caches {
+    /// Registers the owned-Secret cache.
+    pub fn set_secrets(&self, store: Store<Secret>) {
+        let _ = self.secrets.set(store);
+    }
+
+    /// Registers the owned-Deployment cache.
+    pub fn set_deployments(&self, store: Store<Deployment>) {
+        let _ = self.deployments.set(store);
+    }
+
+    /// Registers the owned-Service cache.
+    pub fn set_services(&self, store: Store<Service>) {
+        let _ = self.services.set(store);
+    }
+
+    /// Registers the DataStore cache.
+    pub fn set_datastores(&self, store: Store<DataStore>) {
+        let _ = self.datastores.set(store);
+    }
+
+    /// An owned Secret: the newer of the cached one and this controller's last write of it.
+    pub async fn secret(&self, namespace: &str, name: &str) -> Lookup<Secret> {
+        let cached = lookup(
+            self.secrets.get(),
+            &ObjectRef::<Secret>::new(name).within(namespace),
+        )
+        .await;
+        let key = (namespace.to_string(), name.to_string());
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mine) = written.get(&key).cloned() else {
+            return cached;
+        };
+        match &cached {
+            Lookup::Found(seen) if revision(&**seen) >= revision(&*mine) => {
+                written.remove(&key);
+                cached
+            }
+            Lookup::Unknown => cached,
+            _ => Lookup::Found(mine),
+        }
+    }
+
+    /// Remembers a Secret this controller just wrote (the API server's answer).
+    pub fn wrote_secret(&self, secret: &Secret) {
+        let (Some(namespace), Some(name)) = (secret.namespace(), secret.metadata.name.clone()) else {
+            return;
+        };
+        if revision(secret).is_none() || self.secrets.get().is_none() {
+            return;
+        }
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((namespace, name), Arc::new(secret.clone()));
+    }
+
+    /// Called with every event of the owned-Secret watch, after the cache has applied it: forgets
+    /// this controller's writes the cache now has (or that were since deleted).
+    pub fn observe_secret(&self, event: &watcher::Event<Secret>) {
+        let (watcher::Event::Apply(secret)
+        | watcher::Event::Delete(secret)
+        | watcher::Event::InitApply(secret)) = event
+        else {
+            return;
+        };
+        let key = (secret.namespace().unwrap_or_default(), secret.name_any());
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mine) = written.get(&key) else {
+            return;
+        };
+        if matches!(event, watcher::Event::Delete(_)) || revision(secret) >= revision(&**mine) {
+            written.remove(&key);
+        }
+    }
+
+    /// How many written Secrets wait for the watch (for tests and diagnostics).
+    pub fn pending_writes(&self) -> usize {
+        self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// An owned Deployment.
+    pub async fn deployment(&self, namespace: &str, name: &str) -> Lookup<Deployment> {
+        lookup(
+            self.deployments.get(),
+            &ObjectRef::<Deployment>::new(name).within(namespace),
+        )
+        .await
+    }
+
+    /// An owned Service.
+    pub async fn service(&self, namespace: &str, name: &str) -> Lookup<Service> {
+        lookup(
+            self.services.get(),
+            &ObjectRef::<Service>::new(name).within(namespace),
+        )
+        .await
+    }
+
+    /// A DataStore.
+    pub async fn datastore(&self, name: &str) -> Lookup<DataStore> {
+        lookup(self.datastores.get(), &ObjectRef::<DataStore>::new(name)).await
+    }
+
+    /// The resolved credentials of `ds`, if they were resolved for its current uid and generation
+    /// and no Secret it references changed since. Returns the epoch to pass to [`Self::store_resolved`].
+    pub fn resolved(&self, ds: &DataStore) -> (u64, Option<ResolvedDataStore>) {
+        let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = resolved
+            .by_name
+            .get(&ds.name_any())
+            .filter(|(uid, generation, _)| *uid == ds.metadata.uid && *generation == ds.metadata.generation)
+            .map(|(_, _, r)| r.clone());
+        (resolved.epoch, hit)
+    }
+
+    /// Stores what [`Self::resolved`] missed, unless a referenced Secret changed since `epoch`.
+    pub fn store_resolved(&self, ds: &DataStore, epoch: u64, value: &ResolvedDataStore) {
+        let mut resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        if resolved.epoch == epoch {
+            resolved.by_name.insert(
+                ds.name_any(),
+                (ds.metadata.uid.clone(), ds.metadata.generation, value.clone()),
+            );
+        }
+    }
+
+    /// Forgets the resolved credentials of DataStore `name` (a Secret it references changed).
+    pub fn forget_resolved(&self, name: &str) {
+        let mut resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        resolved.epoch += 1;
+        resolved.by_name.remove(name);
+    }
+
+    /// What was last applied of `kind` for the TenantControlPlane `key`.
+    pub fn applied(&self, kind: &'static str, key: &str) -> Option<Applied> {
+        self.applied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(kind, key.to_string()))
+            .cloned()
+    }
+
+    /// Records an apply of `kind` for the TenantControlPlane `key` (or forgets it with `None`).
+    pub fn record_applied(&self, kind: &'static str, key: &str, applied: Option<Applied>) {
+        let mut map = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        match applied {
+            Some(a) => {
+                map.insert((kind, key.to_string()), a);
+            }
+            None => {
+                map.remove(&(kind, key.to_string()));
+            }
+        }
+    }
+
+    /// Forgets everything recorded for the TenantControlPlane `key` (it is being deleted).
+    pub fn forget_control_plane(&self, key: &str) {
+        self.applied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, k), _| k != key);
+    }
+}
+
+/// A stable hash of a desired object (its JSON form).
+pub fn desired_hash<T: serde::Serialize>(obj: &T) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(obj).unwrap_or_default().hash(&mut hasher);
+    hasher.finish()
+}
