@@ -158,7 +158,19 @@ async fn main() {
         .unwrap();
 
     let metrics_port = ports::claim().unwrap();
-    let spec = Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane"))
+    // `TCP_BENCH_WRAPPER="heaptrack -o /tmp/controller"` runs the controller under a profiler.
+    let wrapper: Vec<String> = std::env::var("TCP_BENCH_WRAPPER")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let spec = match wrapper.split_first() {
+        Some((program, args)) => Spec::new("controller", program)
+            .args(args)
+            .args([env!("CARGO_BIN_EXE_tenantplane")]),
+        None => Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane")),
+    };
+    let spec = spec
         .args([
             "controller",
             "--leader-election",
@@ -177,6 +189,18 @@ async fn main() {
         )
         .env("RUST_LOG", "warn");
     let controller = ChildProcess::spawn(&spec, &dir.join("controller.log")).unwrap();
+    if let Some(path) = std::env::var_os("TCP_BENCH_PERF") {
+        // The controller's own CPU profile over 20 s of the controller phase, for `perf report`.
+        let pid = controller.pid().to_string();
+        std::process::Command::new("perf")
+            .args(["record", "-F", "499", "-g", "-o"])
+            .arg(path)
+            .args(["-p", &pid, "--", "sleep", "25"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    }
     tokio::spawn(mark_deployments_available(kube.clone()));
 
     let datastores: Api<DataStore> = Api::all(kube.clone());
@@ -378,16 +402,24 @@ async fn main() {
         println!("    {secs:>7.1} {comm}");
     }
     println!("apiserver requests during the controller phase, per TCP (all clients, the bench's too):");
+    let delta = |k: &str| {
+        requests_after.get(k).copied().unwrap_or(0.0) - requests_before.get(k).copied().unwrap_or(0.0)
+    };
     let mut deltas: Vec<(String, f64)> = requests_after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - requests_before.get(k).copied().unwrap_or(0.0)))
+        .keys()
+        .filter(|k| !k.starts_with("seconds "))
+        .map(|k| (k.clone(), delta(k)))
         .filter(|(_, d)| *d > 0.0)
         .collect();
     deltas.sort_by(|a, b| b.1.total_cmp(&a.1));
     let total: f64 = deltas.iter().map(|(_, d)| d).sum();
-    println!("    total {:.1}", total / n as f64);
-    for (key, delta) in deltas.iter().take(16) {
-        println!("    {:>6.2} {key}", delta / n as f64);
+    println!(
+        "    total {:.1} (mean server-side latency of each kind in parentheses)",
+        total / n as f64
+    );
+    for (key, count) in deltas.iter().take(16) {
+        let mean_ms = 1000.0 * delta(&format!("seconds {key}")) / count;
+        println!("    {:>6.2} {key} ({mean_ms:.1} ms)", count / n as f64);
     }
 }
 
@@ -420,7 +452,9 @@ async fn apiserver_requests(kube: &kube::Client) -> BTreeMap<String, f64> {
         .await
         .unwrap();
     let mut sums = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+    for line in text.lines().filter(|l| {
+        l.starts_with("apiserver_request_total{") || l.starts_with("apiserver_request_duration_seconds_sum{")
+    }) {
         let (labels, value) = line.rsplit_once(' ').unwrap();
         let label = |name: &str| {
             labels
@@ -433,7 +467,17 @@ async fn apiserver_requests(kube: &kube::Client) -> BTreeMap<String, f64> {
         if label("resource").is_empty() {
             continue;
         }
-        let key = format!("{} {} {}", label("verb"), label("resource"), label("subresource"));
+        let seconds = if line.starts_with("apiserver_request_total{") {
+            ""
+        } else {
+            "seconds "
+        };
+        let key = format!(
+            "{seconds}{} {} {}",
+            label("verb"),
+            label("resource"),
+            label("subresource")
+        );
         *sums.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
     }
     sums

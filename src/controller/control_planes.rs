@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::{api::core::v1::Secret, jiff::Timestamp};
+use k8s_openapi::{api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 use kube::{Api, ResourceExt as _, runtime::controller::Action};
 
 use super::{
     Context, Error, TCP_FINALIZER, apply,
     build::{self, Conditions, ResolvedDataStore, tcp_conditions::*},
-    fetch, status,
+    fetch,
 };
 use crate::{
     datastore::{AnyDriver, Driver as _, TenantCredentials, TenantSpace},
@@ -91,25 +91,39 @@ async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Acti
     apply::add_finalizer(&api, tcp, TCP_FINALIZER).await?;
 
     let started = std::time::Instant::now();
-    let storage = datastore_phase(tcp, ctx).await;
+    let (storage, record) = datastore_phase(tcp, ctx).await;
     ctx.metrics.phase("datastore", started.elapsed().as_secs_f64());
     let storage: StorageOutcome = match storage {
         Ok(storage) => storage,
         Err(err) => {
             ctx.metrics.phase_failed("datastore", err.reason());
-            if let Err(write) = super::tcp_workload::record_failure(ctx, tcp, &err).await {
+            if let Err(write) = super::tcp_workload::record_failure(ctx, tcp, &err, record).await {
                 tracing::warn!(object = %tcp.name_any(), "recording Ready=False failed: {write}");
             }
             return Err(err);
         }
     };
-    super::tcp_workload::workload_phase(tcp, ctx, &storage).await?;
+    super::tcp_workload::workload_phase(tcp, ctx, &storage, record).await?;
     Ok(Action::requeue(ctx.settings.resync))
 }
 
-/// The datastore phase: provisions, writes the Secrets, then records status and conditions, also on
-/// failure (the error then goes on to the Event, the metric and the requeue).
-pub async fn datastore_phase(tcp: &TenantControlPlane, ctx: &Context) -> Result<StorageOutcome, Error> {
+/// What the datastore phase records in status (written together with the later phases' fields, in
+/// one request): `storage`, and the conditions it set in this run.
+#[derive(Debug, Clone, Default)]
+pub struct StorageRecord {
+    /// `status.storage` (`None`: nothing to record yet).
+    pub storage: Option<StorageStatus>,
+    /// `DataStoreReady`, `OverridesApplied` and `DataStoreExclusive`, as far as this run set them.
+    pub conditions: Vec<Condition>,
+}
+
+/// The datastore phase: provisions and writes the Secrets; returns the outcome and what to record in
+/// status and conditions, also on failure (the error then goes on to the Event, the metric and the
+/// requeue).
+pub async fn datastore_phase(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+) -> (Result<StorageOutcome, Error>, StorageRecord) {
     let previous = tcp
         .status
         .as_ref()
@@ -134,32 +148,11 @@ pub async fn datastore_phase(tcp: &TenantControlPlane, ctx: &Context) -> Result<
             );
         }
     }
-    let recorded = build::initial_storage(tcp);
-    let new_conditions = conditions.into_vec();
-    if storage != recorded || !same_conditions(&previous, &new_conditions) {
-        let namespace = tcp
-            .namespace()
-            .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-        let storage = (storage != StorageStatus::default()).then_some(&storage);
-        status::control_plane_storage(&ctx.client, &namespace, &tcp.name_any(), storage, &new_conditions)
-            .await?;
-    }
-    result
-}
-
-/// Whether every condition the phase sets is already there, unchanged (then no status write is needed).
-fn same_conditions(
-    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    new: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-) -> bool {
-    let owned = [DATASTORE_READY, OVERRIDES_APPLIED, DATASTORE_EXCLUSIVE];
-    let mine =
-        |c: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| owned.contains(&c.type_.as_str());
-    let mut a: Vec<_> = previous.iter().filter(mine).collect();
-    let mut b: Vec<_> = new.iter().filter(mine).collect();
-    a.sort_by(|x, y| x.type_.cmp(&y.type_));
-    b.sort_by(|x, y| x.type_.cmp(&y.type_));
-    a == b
+    let record = StorageRecord {
+        storage: (storage != StorageStatus::default()).then_some(storage),
+        conditions: conditions.into_vec(),
+    };
+    (result, record)
 }
 
 async fn ready_datastore(ctx: &Context, name: &str) -> Result<(ResolvedDataStore, AnyDriver), Error> {

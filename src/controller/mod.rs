@@ -47,9 +47,6 @@ use crate::{
 
 /// Field manager of every object the controllers apply.
 pub const FIELD_MANAGER: &str = "tenantplane";
-/// Field manager of the TenantControlPlane status fields the datastore phase owns (`status.storage`
-/// and its conditions), so later phases can own theirs with server-side apply without clobbering.
-pub const DATASTORE_PHASE_MANAGER: &str = "tenantplane-datastore";
 /// Finalizer on a DataStore while TenantControlPlanes use it (upstream's name).
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
 /// Finalizer on a TenantControlPlane until its datastore spaces are removed (upstream's name).

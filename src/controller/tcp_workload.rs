@@ -1,8 +1,9 @@
 //! The TenantControlPlane **workload phase**, after the datastore phase: the Service, the PKI and
-//! kubeconfig Secrets, the Deployment (built by [`workload`](super::workload)), then the status fields
-//! this phase owns under [`WORKLOAD_MANAGER`]: `observedGeneration`, `controlPlaneEndpoint`,
-//! `kubeconfig`, `certificates`, `kubernetesResources` and the conditions `CertificatesReady`,
-//! `KubeconfigsReady`, `DeploymentAvailable`, `KubernetesVersionAccepted`, `ExtraArgsApplied`, `Ready`.
+//! kubeconfig Secrets, the Deployment (built by [`workload`](super::workload)), then the status, in
+//! one server-side apply under [`STATUS_MANAGER`]: the datastore phase's [`StorageRecord`] and this
+//! phase's `observedGeneration`, `controlPlaneEndpoint`, `kubeconfig`, `certificates`,
+//! `kubernetesResources` and the conditions `CertificatesReady`, `KubeconfigsReady`,
+//! `DeploymentAvailable`, `KubernetesVersionAccepted`, `ExtraArgsApplied`, `Ready`.
 
 use std::{collections::BTreeMap, time::Instant};
 
@@ -20,19 +21,21 @@ use serde_json::json;
 
 use super::{
     Context, Error, apply,
+    build::tcp_conditions::{DATASTORE_EXCLUSIVE, DATASTORE_READY, OVERRIDES_APPLIED},
     build::{self, Conditions, untampered},
     cache::{self, Lookup},
-    control_planes::StorageOutcome,
+    control_planes::{StorageOutcome, StorageRecord},
     fetch,
     workload::{self, StorageView},
 };
 use crate::k8s::crd::{
     CertificatesStatus, DeploymentStatusSummary, KubeconfigsStatus, KubernetesResourcesStatus,
-    KubernetesVersionState, KubernetesVersionStatus, SecretStatus, TenantControlPlane,
+    KubernetesVersionState, KubernetesVersionStatus, SecretStatus, StorageStatus, TenantControlPlane,
 };
 
-/// Field manager of the status fields this phase owns.
-pub const WORKLOAD_MANAGER: &str = "tenantplane-workload";
+/// Field manager of every TenantControlPlane status field the controller writes. One manager, so that
+/// a reconcile writes its status in one request (and each apply sends every field it owns).
+pub const STATUS_MANAGER: &str = "tenantplane-status";
 
 /// Condition types this phase owns.
 pub mod conditions {
@@ -60,10 +63,15 @@ pub mod conditions {
 }
 use conditions::*;
 
+/// Condition types the datastore phase sets.
+const DATASTORE_OWNED: [&str; 3] = [DATASTORE_READY, OVERRIDES_APPLIED, DATASTORE_EXCLUSIVE];
+
 /// The status fields this phase owns.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Owned {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage: Option<StorageStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     observed_generation: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,10 +85,11 @@ struct Owned {
     conditions: Vec<Condition>,
 }
 
+/// The conditions the controller writes: this phase's and the datastore phase's.
 fn mine(conditions: &[Condition]) -> Vec<Condition> {
     let mut out: Vec<Condition> = conditions
         .iter()
-        .filter(|c| OWNED.contains(&c.type_.as_str()))
+        .filter(|c| OWNED.contains(&c.type_.as_str()) || DATASTORE_OWNED.contains(&c.type_.as_str()))
         .cloned()
         .collect();
     out.sort_by(|a, b| a.type_.cmp(&b.type_));
@@ -90,6 +99,7 @@ fn mine(conditions: &[Condition]) -> Vec<Condition> {
 fn current(tcp: &TenantControlPlane) -> Owned {
     let status = tcp.status.clone().unwrap_or_default();
     Owned {
+        storage: status.storage,
         observed_generation: status.observed_generation,
         control_plane_endpoint: status.control_plane_endpoint,
         kubeconfig: status.kubeconfig,
@@ -115,7 +125,7 @@ async fn write(ctx: &Context, tcp: &TenantControlPlane, mut owned: Owned) -> Res
     Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
         .patch_status(
             &tcp.name_any(),
-            &PatchParams::apply(WORKLOAD_MANAGER).force(),
+            &PatchParams::apply(STATUS_MANAGER).force(),
             &Patch::Apply(&patch),
         )
         .await?;
@@ -126,12 +136,29 @@ fn key(tcp: &TenantControlPlane) -> String {
     format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any())
 }
 
-/// After a failed datastore phase: `Ready=False` with the reason, every other owned field as it was.
-pub async fn record_failure(ctx: &Context, tcp: &TenantControlPlane, err: &Error) -> Result<(), Error> {
+/// The datastore phase's record in place of the last one: its `storage`, and its conditions instead
+/// of every earlier datastore-phase condition (one it did not set this run is gone).
+fn with_storage(mut owned: Owned, record: StorageRecord) -> Owned {
+    owned.storage = record.storage;
+    owned
+        .conditions
+        .retain(|c| !DATASTORE_OWNED.contains(&c.type_.as_str()));
+    owned.conditions.extend(record.conditions);
+    owned
+}
+
+/// After a failed datastore phase: its record, `Ready=False` with the reason, every other field as it
+/// was.
+pub async fn record_failure(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    err: &Error,
+    record: StorageRecord,
+) -> Result<(), Error> {
     let mut owned = current(tcp);
     let previous = owned.conditions.clone();
     let mut conditions = Conditions::new(&previous, tcp.metadata.generation, Timestamp::now());
-    for c in &previous {
+    for c in previous.iter().filter(|c| OWNED.contains(&c.type_.as_str())) {
         if c.type_ != READY {
             conditions.set(
                 &c.type_,
@@ -152,7 +179,7 @@ pub async fn record_failure(ctx: &Context, tcp: &TenantControlPlane, err: &Error
         format!("the datastore phase failed: {err}"),
     );
     owned.conditions = conditions.into_vec();
-    write(ctx, tcp, owned).await
+    write(ctx, tcp, with_storage(owned, record)).await
 }
 
 fn secret_status(secret: &Secret, previous: Option<&SecretStatus>, now: Timestamp) -> SecretStatus {
@@ -164,6 +191,7 @@ pub async fn workload_phase(
     tcp: &TenantControlPlane,
     ctx: &Context,
     storage: &StorageOutcome,
+    record: StorageRecord,
 ) -> Result<(), Error> {
     let now = Timestamp::now();
     let previous = tcp
@@ -194,9 +222,10 @@ pub async fn workload_phase(
     }
     // Keep the conditions this run did not reach.
     let set: Vec<Condition> = conditions.into_vec();
-    let mut merged: BTreeMap<String, Condition> = mine(&previous)
-        .into_iter()
-        .map(|c| (c.type_.clone(), c))
+    let mut merged: BTreeMap<String, Condition> = previous
+        .iter()
+        .filter(|c| OWNED.contains(&c.type_.as_str()))
+        .map(|c| (c.type_.clone(), c.clone()))
         .collect();
     for c in set {
         merged.insert(c.type_.clone(), c);
@@ -205,6 +234,7 @@ pub async fn workload_phase(
     if result.is_ok() {
         owned.observed_generation = tcp.metadata.generation;
     }
+    let owned = with_storage(owned, record);
     let started = Instant::now();
     let written = write(ctx, tcp, owned.clone()).await;
     ctx.metrics.phase("status", started.elapsed().as_secs_f64());

@@ -365,6 +365,15 @@ fn text(secret: &Secret, key: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether a user asked to rotate `secret`: upstream's rotate annotation with an empty value (after
+/// rotating, the controller sets it to the time of the rotation).
+pub fn rotation_requested(secret: &Secret) -> bool {
+    secret
+        .annotations()
+        .get(ROTATE_ANNOTATION)
+        .is_some_and(|v| v.is_empty())
+}
+
 /// Whether `existing` can be kept: untampered, every key present, generated from `inputs`, not asked to
 /// rotate, and not expiring within the threshold.
 pub fn reusable(existing: Option<&Secret>, keys: &[&str], inputs: &str, threshold: i64, now: i64) -> bool {
@@ -373,7 +382,7 @@ pub fn reusable(existing: Option<&Secret>, keys: &[&str], inputs: &str, threshol
     };
     let annotations = secret.annotations();
     untampered(secret)
-        && !annotations.contains_key(ROTATE_ANNOTATION)
+        && !rotation_requested(secret)
         && annotations.get(INPUTS_ANNOTATION).map(String::as_str) == Some(inputs)
         && annotations
             .get(NOT_AFTER_ANNOTATION)
@@ -474,17 +483,21 @@ fn pki_secret(
     component: &str,
     inputs: &str,
     material: &Material,
+    rotated: Option<String>,
 ) -> Result<Secret, Error> {
     let data: BTreeMap<String, ByteString> = material
         .data
         .iter()
         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
         .collect();
-    let annotations = BTreeMap::from([
+    let mut annotations = BTreeMap::from([
         (CHECKSUM_ANNOTATION.to_string(), checksum(&data)),
         (INPUTS_ANNOTATION.to_string(), inputs.to_string()),
         (NOT_AFTER_ANNOTATION.to_string(), material.not_after.to_string()),
     ]);
+    if let Some(at) = rotated {
+        annotations.insert(ROTATE_ANNOTATION.to_string(), at);
+    }
     let labels = BTreeMap::from([
         (TCP_NAME_LABEL.to_string(), tcp.name_any()),
         ("kamaji.clastix.io/component".to_string(), component.to_string()),
@@ -552,9 +565,19 @@ impl PkiBuilder<'_> {
             generate()?
         };
         let data = material.data.clone();
-        self.out
-            .secrets
-            .push(pki_secret(self.tcp, &name, component, &inputs, &material)?);
+        // A requested rotation is answered with its time; an earlier answer is kept.
+        let rotated = match existing {
+            Some(e) if rotation_requested(e) => Some(
+                k8s_openapi::jiff::Timestamp::from_second(self.now)
+                    .map_err(|e| invalid("CertificateGenerationFailed", e.to_string()))?
+                    .to_string(),
+            ),
+            Some(e) => e.annotations().get(ROTATE_ANNOTATION).cloned(),
+            None => None,
+        };
+        self.out.secrets.push(pki_secret(
+            self.tcp, &name, component, &inputs, &material, rotated,
+        )?);
         Ok(data)
     }
 }

@@ -313,6 +313,22 @@ fn pki_is_reused_until_rotation_threshold_or_annotation() {
         ]
     );
 
+    // The rotation is answered with its time on the rotated CA, and happens once: built again from
+    // its own output, nothing is regenerated.
+    let ca = r.get("cp-ca").unwrap();
+    assert_eq!(
+        ca.annotations().get(ROTATE_ANNOTATION).map(String::as_str),
+        Some("2027-01-15T08:00:00Z")
+    );
+    assert!(!rotation_requested(ca));
+    let answered: BTreeMap<String, Secret> = r.secrets.iter().map(|s| (s.name_any(), s.clone())).collect();
+    let after = pki(&t, &answered, None, &settings, NOW + DAY).unwrap();
+    assert!(after.generated.is_empty(), "{:?}", after.generated);
+    assert_eq!(
+        after.get("cp-ca").unwrap().annotations().get(ROTATE_ANNOTATION),
+        ca.annotations().get(ROTATE_ANNOTATION)
+    );
+
     // A tampered Secret is regenerated.
     let mut tampered = existing;
     tampered

@@ -983,6 +983,11 @@ mod workload {
 
     use super::*;
 
+    /// Upstream's rotate annotation on a certificate Secret.
+    const ROTATE: &str = "certs.kamaji.clastix.io/rotate";
+    /// The pod template annotation that rolls the pods when certificates or datastore config change.
+    const CHECKSUM: &str = "tenantplane.io/checksum";
+
     impl Env {
         fn deployments(&self) -> Api<Deployment> {
             Api::namespaced(self.client.clone(), &self.ns)
@@ -1294,6 +1299,45 @@ mod workload {
             (env.metrics.with_status("Ready") >= 1).then_some(())
         })
         .await;
+
+        // Upstream's rotate annotation, set by someone else (an empty value requests it): the CA and
+        // what it signs are regenerated once, the pods roll, and the annotation is answered with the time.
+        let old_ca = env.secret_data("cp-ca").await["ca.crt"].clone();
+        let old_checksum = pod_annotation(&env.deployments().get("cp").await.unwrap(), CHECKSUM);
+        env.secrets()
+            .patch(
+                "cp-ca",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {ROTATE: ""}}})),
+            )
+            .await
+            .unwrap();
+        let rotated = eventually("the rotation is answered", WAIT, || async {
+            let s = env.secrets().get("cp-ca").await.ok()?;
+            s.annotations().get(ROTATE).filter(|v| !v.is_empty())?;
+            Some(s)
+        })
+        .await;
+        let new_ca = String::from_utf8(rotated.data.as_ref().unwrap()["ca.crt"].0.clone()).unwrap();
+        assert_ne!(new_ca, old_ca);
+        env.deployment_where("cp", "rolled by the rotation", |d| {
+            pod_annotation(d, CHECKSUM) != old_checksum
+        })
+        .await;
+        // Once: a later reconcile (a spec change) keeps the new CA and the answer.
+        env.patch_tcp(
+            "cp",
+            json!({"spec": {"controlPlane": {"deployment": {"replicas": 2}}}}),
+        )
+        .await;
+        eventually("the spec change is observed", WAIT, || async {
+            let tcp = env.tcps().get("cp").await.ok()?;
+            (tcp.status?.observed_generation == tcp.metadata.generation).then_some(())
+        })
+        .await;
+        let again = env.secrets().get("cp-ca").await.unwrap();
+        assert_eq!(again.resource_version(), rotated.resource_version());
+        assert_eq!(again.annotations().get(ROTATE), rotated.annotations().get(ROTATE));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
