@@ -188,7 +188,7 @@ impl Caches {
         self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// An owned Deployment.
+    /// An owned Deployment: metadata, replicas, selector and status (the cache drops the pod template).
     pub async fn deployment(&self, namespace: &str, name: &str) -> Lookup<Deployment> {
         lookup(
             self.deployments.get(),

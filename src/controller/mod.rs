@@ -485,6 +485,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     let (tcp_store, tcp_writer) = reflector::store();
     let tcp_changes = watcher(ctx.control_planes(), watcher_config(tcp_selector.as_deref()))
         .default_backoff()
+        .modify(|tcp: &mut TenantControlPlane| tcp.managed_fields_mut().clear())
         .reflect(tcp_writer)
         .touched_objects()
         .predicate_filter(trigger_fingerprint, Default::default());
@@ -582,7 +583,14 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     ctx.caches.set_deployments(deployment_store);
     let deployments = watcher(owned_deployments, owned())
         .default_backoff()
-        .modify(|d: &mut Deployment| d.managed_fields_mut().clear())
+        .modify(|d: &mut Deployment| {
+            // Reconciles read a Deployment's metadata, replicas, selector and status; the pod template
+            // is most of its size, so the cache does not keep it.
+            d.managed_fields_mut().clear();
+            if let Some(spec) = d.spec.as_mut() {
+                spec.template = Default::default();
+            }
+        })
         .reflect(deployment_writer)
         .touched_objects();
     let (service_store, service_writer) = reflector::store();
