@@ -41,10 +41,13 @@ async fn reconcile_inner(ds: &DataStore, ctx: &Context) -> Result<Action, Error>
         apply::add_finalizer(&api, ds, DATASTORE_FINALIZER).await?;
     }
 
-    // fetch: `usedBy` from the controller's cache; the health check at most every HEALTH_TTL while it
-    // passes (a TenantControlPlane change re-triggers this reconcile, and must not cost a connection)
-    let tcps = ctx.control_planes_cached().await?;
-    let used_by = build::used_by(&name, &tcps);
+    // fetch: `usedBy` from the controller's index (its cache until the index has listed); the health
+    // check at most every HEALTH_TTL while it passes (a change of users re-triggers this reconcile,
+    // and must not cost a connection)
+    let used_by = match ctx.used_by.used_by(&name) {
+        Some(used_by) => used_by,
+        None => build::used_by(&name, &ctx.control_planes_cached().await?),
+    };
     let generation = ds.metadata.generation;
     let was_ready = ds.status.as_ref().is_some_and(|s| s.ready);
     let health = if was_ready && ctx.recently_healthy(&name, generation, HEALTH_TTL) {

@@ -19,6 +19,7 @@ pub mod leader;
 pub mod metrics;
 pub mod status;
 pub mod tcp_workload;
+pub mod used_by;
 pub mod workload;
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
@@ -201,6 +202,8 @@ pub struct Context {
     status_written: std::sync::Mutex<HashMap<String, std::time::Instant>>,
     /// Watch caches and what the controller last wrote.
     pub caches: cache::Caches,
+    /// Which TenantControlPlanes use each DataStore (from the TenantControlPlane watch).
+    pub used_by: used_by::UsedBy,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -245,6 +248,7 @@ impl Context {
             provisioned: std::sync::Mutex::new(HashMap::new()),
             status_written: std::sync::Mutex::new(HashMap::new()),
             caches: cache::Caches::default(),
+            used_by: used_by::UsedBy::default(),
         }
     }
 
@@ -479,14 +483,26 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         let _ = rx.recv().await;
     };
 
-    // The TenantControlPlane controller is created first: its cache also serves the DataStore
-    // controller's `usedBy`. A TCP's own changes trigger it, not status writes (the controller is the
-    // status's only writer: its own writes would each cost one more, no-op, reconcile).
+    // The TenantControlPlane controller is created first: its watch also keeps the DataStore
+    // controller's `usedBy` index, which triggers a DataStore exactly when its users change. A TCP's
+    // own changes trigger it, not status writes (the controller is the status's only writer: its own
+    // writes would each cost one more, no-op, reconcile).
     let (tcp_store, tcp_writer) = reflector::store();
+    let (users_changed, datastores_to_check) = tokio::sync::mpsc::unbounded_channel::<String>();
     let tcp_changes = watcher(ctx.control_planes(), watcher_config(tcp_selector.as_deref()))
         .default_backoff()
         .modify(|tcp: &mut TenantControlPlane| tcp.managed_fields_mut().clear())
         .reflect(tcp_writer)
+        .inspect({
+            let ctx = ctx.clone();
+            move |event| {
+                if let Ok(event) = event {
+                    for name in ctx.used_by.observe(event) {
+                        let _ = users_changed.send(name);
+                    }
+                }
+            }
+        })
         .touched_objects()
         .predicate_filter(trigger_fingerprint, Default::default());
     let control_planes = Controller::for_stream(tcp_changes, tcp_store.clone());
@@ -501,16 +517,13 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     let ds_store = datastores.store();
     ctx.caches.set_datastores(ds_store.clone());
     let datastores = datastores
-        .watches(
-            ctx.control_planes(),
-            watcher_config(tcp_selector.as_deref()),
-            |tcp| {
-                build::referenced_datastores(&tcp)
-                    .into_iter()
-                    .map(|name| ObjectRef::<DataStore>::new(&name))
-                    .collect::<Vec<_>>()
+        .reconcile_on(futures_util::stream::unfold(
+            datastores_to_check,
+            |mut names| async move {
+                let name = names.recv().await?;
+                Some((ObjectRef::<DataStore>::new(&name), names))
             },
-        )
+        ))
         // Only metadata, and not the Secrets this controller owns: a DataStore references its own.
         .watches_stream(
             watcher(
