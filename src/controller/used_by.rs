@@ -125,8 +125,8 @@ mod tests {
             "spec": {
                 "dataStore": primary,
                 "dataStoreOverrides": overrides,
-                "controlPlane": {"deployment": {}, "service": {"serviceType": "ClusterIP"}},
-                "kubernetes": {"version": "v1.34.0"},
+                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                "kubernetes": {"version": "v1.34.0", "kubelet": {}},
             },
         }))
         .unwrap()
