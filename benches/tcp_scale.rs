@@ -189,7 +189,7 @@ async fn main() {
         )
         .env("RUST_LOG", "warn");
     let controller = ChildProcess::spawn(&spec, &dir.join("controller.log")).unwrap();
-    if let Some(path) = std::env::var_os("TCP_BENCH_PERF") {
+    let perf = std::env::var_os("TCP_BENCH_PERF").map(|path| {
         // The controller's own CPU profile over 20 s of the controller phase, for `perf report`.
         let pid = controller.pid().to_string();
         std::process::Command::new("perf")
@@ -199,8 +199,8 @@ async fn main() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .unwrap();
-    }
+            .unwrap()
+    });
     tokio::spawn(mark_deployments_available(kube.clone()));
 
     let datastores: Api<DataStore> = Api::all(kube.clone());
@@ -357,6 +357,9 @@ async fn main() {
         .await;
     let bare = bare_started.elapsed();
 
+    if let Some(mut perf) = perf {
+        perf.wait().unwrap();
+    }
     let rate = n as f64 / all_ready.as_secs_f64();
     let bare_rate = n as f64 / bare.as_secs_f64();
     println!("n = {n} TenantControlPlanes on one etcd DataStore, controller concurrency 16");

@@ -46,6 +46,15 @@ pub async fn create_secret(ctx: &Context, secret: &Secret) -> Result<Option<Secr
     }
 }
 
+/// Writes a Secret whose content is right whether or not it exists: a create when `exists` is false
+/// (an apply over it if it exists after all), else an apply.
+pub async fn write_secret(ctx: &Context, desired: &Secret, exists: bool) -> Result<Secret, Error> {
+    if !exists && let Some(created) = create_secret(ctx, desired).await? {
+        return Ok(created);
+    }
+    secret(ctx, desired).await
+}
+
 fn secret_key(secret: &Secret) -> Result<(&str, &str), Error> {
     let namespace = secret
         .metadata

@@ -167,10 +167,8 @@ impl Caches {
     /// Called with every event of the owned-Secret watch, after the cache has applied it: forgets
     /// this controller's writes the cache now has (or that were since deleted).
     pub fn observe_secret(&self, event: &watcher::Event<Secret>) {
-        let (watcher::Event::Apply(secret)
-        | watcher::Event::Delete(secret)
-        | watcher::Event::InitApply(secret)) = event
-        else {
+        // (An `InitApply` is not in the cache until the relist completes: the next read settles it.)
+        let (watcher::Event::Apply(secret) | watcher::Event::Delete(secret)) = event else {
             return;
         };
         let key = (secret.namespace().unwrap_or_default(), secret.name_any());
@@ -278,4 +276,60 @@ pub fn desired_hash<T: serde::Serialize>(obj: &T) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     serde_json::to_string(obj).unwrap_or_default().hash(&mut hasher);
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+
+    use super::*;
+
+    fn secret(version: &str, value: &str) -> Secret {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s", "namespace": "ns", "resourceVersion": version},
+            "stringData": {"k": value},
+        }))
+        .unwrap()
+    }
+
+    fn value(found: Lookup<Secret>) -> Option<String> {
+        match found {
+            Lookup::Found(s) => Some(s.string_data.as_ref()?["k"].clone()),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn own_writes_win_until_the_watch_delivers_them_or_a_deletion() {
+        let caches = Caches::default();
+        assert!(matches!(caches.secret("ns", "s").await, Lookup::Unknown));
+        let (store, mut writer) = reflector::store::<Secret>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitApply(secret("5", "old")));
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        caches.set_secrets(store);
+        assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("old"));
+
+        // The controller writes version 7; the watch has not delivered it.
+        caches.wrote_secret(&secret("7", "mine"));
+        assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("mine"));
+        assert_eq!(caches.pending_writes(), 1);
+        // An older event does not end it; the event of version 7 does.
+        let older = watcher::Event::Apply(secret("6", "other"));
+        writer.apply_watcher_event(&older);
+        caches.observe_secret(&older);
+        assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("mine"));
+        let delivered = watcher::Event::Apply(secret("7", "mine"));
+        writer.apply_watcher_event(&delivered);
+        caches.observe_secret(&delivered);
+        assert_eq!(caches.pending_writes(), 0);
+        assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("mine"));
+
+        // A deletion after a write shows at once.
+        caches.wrote_secret(&secret("9", "again"));
+        let deleted = watcher::Event::Delete(secret("10", "again"));
+        writer.apply_watcher_event(&deleted);
+        caches.observe_secret(&deleted);
+        assert!(matches!(caches.secret("ns", "s").await, Lookup::Missing));
+    }
 }

@@ -246,11 +246,26 @@ async fn provision(
     let overrides_problem = build::validate_overrides(&primary, &overrides).err();
     let config_name = build::config_secret_name(tcp);
     let certificate_name = build::certificate_secret_name(tcp);
-    let (existing_config, existing_certificate) = futures_util::future::try_join(
-        fetch::owned_secret(ctx, &namespace, &config_name),
-        fetch::owned_secret(ctx, &namespace, &certificate_name),
-    )
-    .await?;
+    // An etcd tenant's Secrets hold nothing that must survive (no password; a new client certificate
+    // is as good), so a cached miss is trusted there: the write is a create, and one that finds the
+    // Secret after all applies over it. A SQL password must never be replaced by mistake, so for the
+    // other drivers a miss is confirmed live.
+    let (existing_config, existing_certificate) = match primary.driver {
+        Driver::Etcd => {
+            futures_util::future::try_join(
+                fetch::owned_secret_cached(ctx, &namespace, &config_name),
+                fetch::owned_secret_cached(ctx, &namespace, &certificate_name),
+            )
+            .await?
+        }
+        _ => {
+            futures_util::future::try_join(
+                fetch::owned_secret(ctx, &namespace, &config_name),
+                fetch::owned_secret(ctx, &namespace, &certificate_name),
+            )
+            .await?
+        }
+    };
 
     // provision the primary, unless this controller did so moments ago from the same inputs and its
     // Secrets are untouched (every TCP event triggers a reconcile; the resync interval still repairs)
@@ -268,6 +283,7 @@ async fn provision(
         space = space.with_password(password);
     }
     // `skip` implies the config Secret exists (its version was compared).
+    let config_exists = existing_config.is_some();
     let (config, certificate) = match existing_config.filter(|_| skip) {
         Some(config) => (config, existing_certificate),
         None => {
@@ -279,12 +295,18 @@ async fn provision(
                 }
                 _ => None,
             };
-            let config = apply::secret(ctx, &build::config_secret(tcp, &space, &credentials)?).await?;
-            let certificate = match build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?
-            {
-                Some(secret) => Some(apply::secret(ctx, &secret).await?),
-                None => None,
-            };
+            let config = build::config_secret(tcp, &space, &credentials)?;
+            let certificate = build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?;
+            let (config, certificate) =
+                futures_util::future::try_join(apply::write_secret(ctx, &config, config_exists), async {
+                    match &certificate {
+                        Some(secret) => apply::write_secret(ctx, secret, existing_certificate.is_some())
+                            .await
+                            .map(Some),
+                        None => Ok(None),
+                    }
+                })
+                .await?;
             (config, certificate)
         }
     };

@@ -37,6 +37,20 @@ pub async fn owned_secret(ctx: &Context, namespace: &str, name: &str) -> Result<
     secret(ctx, namespace, name).await
 }
 
+/// A Secret the controller owns, as its cache knows it (read live only when there is no synced cache).
+/// A cached miss may lag behind a create: only follow it with a write that cannot lose anything.
+pub async fn owned_secret_cached(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Secret>, Error> {
+    match ctx.caches.secret(namespace, name).await {
+        Lookup::Found(secret) => Ok(Some((*secret).clone())),
+        Lookup::Missing => Ok(None),
+        Lookup::Unknown => secret(ctx, namespace, name).await,
+    }
+}
+
 /// A Secret, read live, if it exists.
 pub async fn secret(ctx: &Context, namespace: &str, name: &str) -> Result<Option<Secret>, Error> {
     Ok(Api::<Secret>::namespaced(ctx.client.clone(), namespace)

@@ -540,7 +540,7 @@ async fn run(
 /// creates for the absent, forced applies for the others. The Secrets come from the cache; when there
 /// is none, or a create finds that the cache lagged (the Secret exists), they are read live and the
 /// build runs again, so a lagging cache can never replace a CA.
-async fn write_pki(
+pub async fn write_pki(
     tcp: &TenantControlPlane,
     ctx: &Context,
     namespace: &str,

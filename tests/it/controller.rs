@@ -1340,6 +1340,61 @@ mod workload {
         assert_eq!(again.annotations().get(ROTATE), rotated.annotations().get(ROTATE));
     }
 
+    /// The controller reads its Secrets from a watch cache, which can lag behind the API. A cache that
+    /// has listed but misses an existing CA must not make the controller replace it: the create finds
+    /// the Secret, and the build runs again on a live read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lagging_secret_cache_never_replaces_a_ca() {
+        use kube::runtime::{reflector, watcher};
+        use tenantplane::controller::{Context, tcp_workload::write_pki};
+
+        support::crds_installed();
+        let client = support::client().await;
+        // No controller watches this namespace: the test drives the certificates step itself.
+        let ns = support::namespace(&client, "wl-stale").await;
+        let tcp: TenantControlPlane = serde_json::from_value(json!({
+            "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+            "metadata": {"name": "cp", "namespace": ns},
+            "spec": {
+                "dataStore": "none",
+                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                "kubernetes": {"version": "v1.34.0", "kubelet": {}},
+            },
+        }))
+        .unwrap();
+        let tcp = Api::<TenantControlPlane>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &tcp)
+            .await
+            .unwrap();
+        let context = || {
+            Context::new(
+                client.clone(),
+                ControllerSettings::new("stale-cache-test"),
+                Arc::new(Metrics::default()),
+            )
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+
+        // Without a cache the Secrets are read live: the first build generates all nine.
+        let first = write_pki(&tcp, &context(), &ns, None, now).await.unwrap();
+        assert_eq!(first.generated.len(), 9, "{:?}", first.generated);
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let ca = secrets.get("cp-ca").await.unwrap();
+
+        // A cache that has listed, but none of them yet.
+        let (store, mut writer) = reflector::store::<Secret>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let lagging = context();
+        lagging.caches.set_secrets(store);
+        let second = write_pki(&tcp, &lagging, &ns, None, now).await.unwrap();
+        assert_eq!(second.generated, Vec::<String>::new());
+        let after = secrets.get("cp-ca").await.unwrap();
+        assert_eq!(after.data, ca.data);
+        assert_eq!(after.resource_version(), ca.resource_version());
+        assert_eq!(second.get("cp-ca").unwrap().data, ca.data);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn removing_the_overrides_removes_the_flag_from_the_deployment() {
         let env = env("wl-ovr").await;
