@@ -66,7 +66,7 @@ use conditions::*;
 /// Condition types the datastore phase sets.
 const DATASTORE_OWNED: [&str; 3] = [DATASTORE_READY, OVERRIDES_APPLIED, DATASTORE_EXCLUSIVE];
 
-/// The status fields this phase owns.
+/// The status fields the controller writes: the datastore phase's record and this phase's fields.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Owned {
