@@ -26,7 +26,7 @@ use kube::{
 };
 
 use super::build::ResolvedDataStore;
-use crate::k8s::crd::DataStore;
+use crate::k8s::crd::{DataStore, TenantControlPlane};
 
 /// How long a reader waits for a cache's first list before it reads live instead.
 const READY_WAIT: Duration = Duration::from_secs(5);
@@ -71,6 +71,10 @@ pub struct Caches {
     /// Secrets this controller wrote, by `(namespace, name)`, until the watch delivers that version
     /// (or a later one, or the deletion).
     written: Mutex<HashMap<(String, String), Arc<Secret>>>,
+    /// TenantControlPlanes as this controller's last status write returned them, by `(namespace, name)`,
+    /// until the watch delivers that version: a reconcile right after the write must not start from
+    /// the status before it.
+    control_planes: Mutex<HashMap<(String, String), Arc<TenantControlPlane>>>,
     resolved: Mutex<Resolved>,
     applied: Mutex<HashMap<(&'static str, String), Applied>>,
 }
@@ -177,6 +181,47 @@ impl Caches {
             return;
         };
         if matches!(event, watcher::Event::Delete(_)) || revision(secret) >= revision(&**mine) {
+            written.remove(&key);
+        }
+    }
+
+    /// Remembers a TenantControlPlane as this controller's status write returned it.
+    pub fn wrote_control_plane(&self, mut tcp: TenantControlPlane) {
+        if revision(&tcp).is_none() {
+            return;
+        }
+        tcp.managed_fields_mut().clear();
+        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
+        self.control_planes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, Arc::new(tcp));
+    }
+
+    /// The newer of `tcp` (from the watch) and this controller's last status write of it.
+    pub fn newer_control_plane(&self, tcp: Arc<TenantControlPlane>) -> Arc<TenantControlPlane> {
+        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
+        let mut written = self.control_planes.lock().unwrap_or_else(|e| e.into_inner());
+        match written.get(&key) {
+            Some(mine) if revision(&**mine) > revision(&*tcp) => mine.clone(),
+            Some(_) => {
+                written.remove(&key);
+                tcp
+            }
+            None => tcp,
+        }
+    }
+
+    /// Called with every event of the TenantControlPlane watch: forgets the status writes it delivered.
+    pub fn observe_control_plane(&self, event: &watcher::Event<TenantControlPlane>) {
+        let (watcher::Event::Apply(tcp) | watcher::Event::Delete(tcp)) = event else {
+            return;
+        };
+        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
+        let mut written = self.control_planes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mine) = written.get(&key)
+            && (matches!(event, watcher::Event::Delete(_)) || revision(tcp) >= revision(&**mine))
+        {
             written.remove(&key);
         }
     }
@@ -331,5 +376,44 @@ mod tests {
         writer.apply_watcher_event(&deleted);
         caches.observe_secret(&deleted);
         assert!(matches!(caches.secret("ns", "s").await, Lookup::Missing));
+    }
+
+    #[test]
+    fn a_reconcile_right_after_a_status_write_starts_from_that_write() {
+        let tcp = |version: &str| -> Arc<TenantControlPlane> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+                    "metadata": {"name": "cp", "namespace": "ns", "resourceVersion": version},
+                    "spec": {
+                        "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                        "kubernetes": {"version": "v1.34.0", "kubelet": {}},
+                    },
+                }))
+                .unwrap(),
+            )
+        };
+        let caches = Caches::default();
+        assert_eq!(
+            caches.newer_control_plane(tcp("4")).resource_version().unwrap(),
+            "4"
+        );
+        caches.wrote_control_plane((*tcp("5")).clone());
+        // The watch still has version 4: the reconcile gets the written 5.
+        assert_eq!(
+            caches.newer_control_plane(tcp("4")).resource_version().unwrap(),
+            "5"
+        );
+        // The watch delivers 5, then someone else's 6 arrives: the watch's object wins.
+        caches.observe_control_plane(&watcher::Event::Apply((*tcp("5")).clone()));
+        assert_eq!(
+            caches.newer_control_plane(tcp("6")).resource_version().unwrap(),
+            "6"
+        );
+        caches.wrote_control_plane((*tcp("7")).clone());
+        assert_eq!(
+            caches.newer_control_plane(tcp("8")).resource_version().unwrap(),
+            "8"
+        );
     }
 }

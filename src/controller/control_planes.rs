@@ -43,6 +43,8 @@ pub struct StorageOutcome {
 
 /// Reconciles one TenantControlPlane and records the outcome (Event, metrics).
 pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // A reconcile that follows this controller's status write at once may get the object from before it.
+    let tcp = ctx.caches.newer_control_plane(tcp);
     ctx.metrics.in_flight(CONTROLLER, 1);
     let started = std::time::Instant::now();
     let result = match tokio::time::timeout(ctx.settings.reconcile_timeout, reconcile_inner(&tcp, &ctx)).await

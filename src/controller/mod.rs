@@ -497,6 +497,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             let ctx = ctx.clone();
             move |event| {
                 if let Ok(event) = event {
+                    ctx.caches.observe_control_plane(event);
                     for name in ctx.used_by.observe(event) {
                         let _ = users_changed.send(name);
                     }

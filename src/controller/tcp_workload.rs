@@ -122,13 +122,14 @@ async fn write(ctx: &Context, tcp: &TenantControlPlane, mut owned: Owned) -> Res
         "kind": "TenantControlPlane",
         "status": owned,
     });
-    Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
+    let written = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
         .patch_status(
             &tcp.name_any(),
             &PatchParams::apply(STATUS_MANAGER).force(),
             &Patch::Apply(&patch),
         )
         .await?;
+    ctx.caches.wrote_control_plane(written);
     Ok(())
 }
 
@@ -299,19 +300,42 @@ async fn run(
     };
     let cert_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().take(6).collect();
     let kubeconfig_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().skip(6).collect();
+    // A run that generated none of them keeps the message of the run that did: "reused" alone is no
+    // news, and would cost a status write.
+    let steady = |type_: &str, names: &[String], fresh: String| {
+        let nothing_new = !pki.generated.iter().any(|n| names.contains(n));
+        tcp.status
+            .as_ref()
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == "True")
+            })
+            .filter(|_| nothing_new)
+            .map(|c| c.message.clone())
+            .unwrap_or(fresh)
+    };
     conditions.set(
         CERTIFICATES_READY,
         Some(true),
         "CertificatesReady",
-        format!("6 certificate Secrets are valid ({})", generated(&cert_names)),
+        steady(
+            CERTIFICATES_READY,
+            &cert_names,
+            format!("6 certificate Secrets are valid ({})", generated(&cert_names)),
+        ),
     );
     conditions.set(
         KUBECONFIGS_READY,
         Some(true),
         "KubeconfigsReady",
-        format!(
-            "admin, controller-manager and scheduler kubeconfigs are valid ({})",
-            generated(&kubeconfig_names)
+        steady(
+            KUBECONFIGS_READY,
+            &kubeconfig_names,
+            format!(
+                "admin, controller-manager and scheduler kubeconfigs are valid ({})",
+                generated(&kubeconfig_names)
+            ),
         ),
     );
     let previous_kc = owned.kubeconfig.clone().unwrap_or_default();
