@@ -61,6 +61,67 @@ struct Resolved {
     by_name: HashMap<String, (Option<String>, Option<i64>, ResolvedDataStore)>,
 }
 
+/// Objects this controller wrote, by `(namespace, name)`, as the API server answered, until the watch
+/// delivers that version (or a later one, or the deletion).
+struct Written<K> {
+    by_key: Mutex<HashMap<(String, String), Arc<K>>>,
+}
+
+impl<K> Default for Written<K> {
+    fn default() -> Self {
+        Self {
+            by_key: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Resource> Written<K> {
+    /// Remembers a write (one without a numeric resourceVersion cannot be compared, so is not kept).
+    fn insert(&self, obj: K) {
+        if revision(&obj).is_none() {
+            return;
+        }
+        let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+        self.by_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, Arc::new(obj));
+    }
+
+    /// The write of `namespace/name` if it is newer than `seen` (the watch's object, `None`: absent);
+    /// a write the watch has caught up with is forgotten.
+    fn newer(&self, namespace: &str, name: &str, seen: Option<&Arc<K>>) -> Option<Arc<K>> {
+        let key = (namespace.to_string(), name.to_string());
+        let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = by_key.get(&key)?;
+        if seen.is_some_and(|seen| revision(&**seen) >= revision(&**mine)) {
+            by_key.remove(&key);
+            return None;
+        }
+        Some(mine.clone())
+    }
+
+    /// Forgets the write an event delivers (or a later version, or the deletion). An `InitApply` is
+    /// not in the cache until the relist completes: the next read settles it.
+    fn observe(&self, event: &watcher::Event<K>) {
+        let (watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) = event else {
+            return;
+        };
+        let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+        let mut by_key = self.by_key.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mine) = by_key.get(&key)
+            && (matches!(event, watcher::Event::Delete(_)) || revision(obj) >= revision(&**mine))
+        {
+            by_key.remove(&key);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_key.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
 /// The caches; see the module documentation.
 #[derive(Default)]
 pub struct Caches {
@@ -68,13 +129,9 @@ pub struct Caches {
     deployments: OnceLock<Store<Deployment>>,
     services: OnceLock<Store<Service>>,
     datastores: OnceLock<Store<DataStore>>,
-    /// Secrets this controller wrote, by `(namespace, name)`, until the watch delivers that version
-    /// (or a later one, or the deletion).
-    written: Mutex<HashMap<(String, String), Arc<Secret>>>,
-    /// TenantControlPlanes as this controller's last status write returned them, by `(namespace, name)`,
-    /// until the watch delivers that version: a reconcile right after the write must not start from
-    /// the status before it.
-    control_planes: Mutex<HashMap<(String, String), Arc<TenantControlPlane>>>,
+    written_secrets: Written<Secret>,
+    /// A reconcile right after a status write must not start from the status before it.
+    written_control_planes: Written<TenantControlPlane>,
     resolved: Mutex<Resolved>,
     applied: Mutex<HashMap<(&'static str, String), Applied>>,
 }
@@ -139,96 +196,47 @@ impl Caches {
             &ObjectRef::<Secret>::new(name).within(namespace),
         )
         .await;
-        let key = (namespace.to_string(), name.to_string());
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mine) = written.get(&key).cloned() else {
-            return cached;
+        let seen = match &cached {
+            Lookup::Found(seen) => Some(seen),
+            Lookup::Missing => None,
+            Lookup::Unknown => return cached,
         };
-        match &cached {
-            Lookup::Found(seen) if revision(&**seen) >= revision(&*mine) => {
-                written.remove(&key);
-                cached
-            }
-            Lookup::Unknown => cached,
-            _ => Lookup::Found(mine),
+        match self.written_secrets.newer(namespace, name, seen) {
+            Some(mine) => Lookup::Found(mine),
+            None => cached,
         }
     }
 
-    /// Remembers a Secret this controller just wrote (the API server's answer).
+    /// Remembers a Secret this controller just wrote (the API server's answer); only while a watch
+    /// cache runs to deliver it.
     pub fn wrote_secret(&self, secret: &Secret) {
-        let (Some(namespace), Some(name)) = (secret.namespace(), secret.metadata.name.clone()) else {
-            return;
-        };
-        if revision(secret).is_none() || self.secrets.get().is_none() {
-            return;
+        if self.secrets.get().is_some() {
+            self.written_secrets.insert(secret.clone());
         }
-        self.written
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((namespace, name), Arc::new(secret.clone()));
     }
 
-    /// Called with every event of the owned-Secret watch, after the cache has applied it: forgets
-    /// this controller's writes the cache now has (or that were since deleted).
+    /// Called with every event of the owned-Secret watch, after the cache has applied it.
     pub fn observe_secret(&self, event: &watcher::Event<Secret>) {
-        // (An `InitApply` is not in the cache until the relist completes: the next read settles it.)
-        let (watcher::Event::Apply(secret) | watcher::Event::Delete(secret)) = event else {
-            return;
-        };
-        let key = (secret.namespace().unwrap_or_default(), secret.name_any());
-        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(mine) = written.get(&key) else {
-            return;
-        };
-        if matches!(event, watcher::Event::Delete(_)) || revision(secret) >= revision(&**mine) {
-            written.remove(&key);
-        }
+        self.written_secrets.observe(event);
     }
 
     /// Remembers a TenantControlPlane as this controller's status write returned it.
     pub fn wrote_control_plane(&self, mut tcp: TenantControlPlane) {
-        if revision(&tcp).is_none() {
-            return;
-        }
         tcp.managed_fields_mut().clear();
-        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
-        self.control_planes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, Arc::new(tcp));
+        self.written_control_planes.insert(tcp);
     }
 
     /// The newer of `tcp` (from the watch) and this controller's last status write of it.
     pub fn newer_control_plane(&self, tcp: Arc<TenantControlPlane>) -> Arc<TenantControlPlane> {
-        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
-        let mut written = self.control_planes.lock().unwrap_or_else(|e| e.into_inner());
-        match written.get(&key) {
-            Some(mine) if revision(&**mine) > revision(&*tcp) => mine.clone(),
-            Some(_) => {
-                written.remove(&key);
-                tcp
-            }
-            None => tcp,
-        }
+        let (namespace, name) = (tcp.namespace().unwrap_or_default(), tcp.name_any());
+        self.written_control_planes
+            .newer(&namespace, &name, Some(&tcp))
+            .unwrap_or(tcp)
     }
 
-    /// Called with every event of the TenantControlPlane watch: forgets the status writes it delivered.
+    /// Called with every event of the TenantControlPlane watch, after the cache has applied it.
     pub fn observe_control_plane(&self, event: &watcher::Event<TenantControlPlane>) {
-        let (watcher::Event::Apply(tcp) | watcher::Event::Delete(tcp)) = event else {
-            return;
-        };
-        let key = (tcp.namespace().unwrap_or_default(), tcp.name_any());
-        let mut written = self.control_planes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(mine) = written.get(&key)
-            && (matches!(event, watcher::Event::Delete(_)) || revision(tcp) >= revision(&**mine))
-        {
-            written.remove(&key);
-        }
-    }
-
-    /// How many written Secrets wait for the watch (for tests and diagnostics).
-    pub fn pending_writes(&self) -> usize {
-        self.written.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.written_control_planes.observe(event);
     }
 
     /// An owned Deployment: metadata, replicas, selector and status (the cache drops the pod template).
@@ -358,7 +366,7 @@ mod tests {
         // The controller writes version 7; the watch has not delivered it.
         caches.wrote_secret(&secret("7", "mine"));
         assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("mine"));
-        assert_eq!(caches.pending_writes(), 1);
+        assert_eq!(caches.written_secrets.len(), 1);
         // An older event does not end it; the event of version 7 does.
         let older = watcher::Event::Apply(secret("6", "other"));
         writer.apply_watcher_event(&older);
@@ -367,7 +375,7 @@ mod tests {
         let delivered = watcher::Event::Apply(secret("7", "mine"));
         writer.apply_watcher_event(&delivered);
         caches.observe_secret(&delivered);
-        assert_eq!(caches.pending_writes(), 0);
+        assert_eq!(caches.written_secrets.len(), 0);
         assert_eq!(value(caches.secret("ns", "s").await).as_deref(), Some("mine"));
 
         // A deletion after a write shows at once.
