@@ -13,14 +13,7 @@ use super::{Context, Error, FIELD_MANAGER};
 /// Applies a Secret the controller owns (server-side apply, forced: the controller is its only writer),
 /// and remembers the result until the Secret cache has it.
 pub async fn secret(ctx: &Context, secret: &Secret) -> Result<Secret, Error> {
-    let (namespace, name) = secret_key(secret)?;
-    let applied = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(secret),
-        )
-        .await?;
+    let applied = object(&ctx.client, secret).await?;
     ctx.caches.wrote_secret(&applied);
     Ok(applied)
 }
@@ -28,7 +21,7 @@ pub async fn secret(ctx: &Context, secret: &Secret) -> Result<Secret, Error> {
 /// Creates a Secret the controller owns (`None`: it exists already). Only for a Secret the cache does
 /// not have: a create can never overwrite one the cache merely lags behind.
 pub async fn create_secret(ctx: &Context, secret: &Secret) -> Result<Option<Secret>, Error> {
-    let (namespace, _) = secret_key(secret)?;
+    let (namespace, _) = object_key(secret)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -55,14 +48,14 @@ pub async fn write_secret(ctx: &Context, desired: &Secret, exists: bool) -> Resu
     secret(ctx, desired).await
 }
 
-fn secret_key(secret: &Secret) -> Result<(&str, &str), Error> {
-    let namespace = secret
-        .metadata
+/// `(namespace, name)` of an object to write.
+fn object_key<K: Resource>(obj: &K) -> Result<(&str, &str), Error> {
+    let meta = obj.meta();
+    let namespace = meta
         .namespace
         .as_deref()
         .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let name = secret
-        .metadata
+    let name = meta
         .name
         .as_deref()
         .ok_or(Error::MissingObjectKey(".metadata.name"))?;
@@ -133,16 +126,7 @@ where
         + Serialize
         + std::fmt::Debug,
 {
-    let namespace = obj
-        .meta()
-        .namespace
-        .as_deref()
-        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let name = obj
-        .meta()
-        .name
-        .as_deref()
-        .ok_or(Error::MissingObjectKey(".metadata.name"))?;
+    let (namespace, name) = object_key(obj)?;
     Ok(Api::<K>::namespaced(client.clone(), namespace)
         .patch(
             name,

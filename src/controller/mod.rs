@@ -472,6 +472,36 @@ pub fn datastore_fingerprint(ds: &DataStore) -> String {
     )
 }
 
+/// A watch of `api` feeding a cache of its objects, without their managed fields (nothing reads them)
+/// and trimmed by `trim`; its events come after the cache has applied them.
+fn cached_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut trim: impl FnMut(&mut K) + Send + 'static,
+) -> (
+    reflector::Store<K>,
+    impl futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = watcher(api, config)
+        .default_backoff()
+        .modify(move |obj: &mut K| {
+            obj.managed_fields_mut().clear();
+            trim(obj);
+        })
+        .reflect(writer);
+    (store, events)
+}
+
 /// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
     let client = ctx.client.clone();
@@ -487,12 +517,13 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     // controller's `usedBy` index, which triggers a DataStore exactly when its users change. A TCP's
     // own changes trigger it, not status writes (the controller is the status's only writer: its own
     // writes would each cost one more, no-op, reconcile).
-    let (tcp_store, tcp_writer) = reflector::store();
     let (users_changed, datastores_to_check) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let tcp_changes = watcher(ctx.control_planes(), watcher_config(tcp_selector.as_deref()))
-        .default_backoff()
-        .modify(|tcp: &mut TenantControlPlane| tcp.managed_fields_mut().clear())
-        .reflect(tcp_writer)
+    let (tcp_store, tcp_events) = cached_watch(
+        ctx.control_planes(),
+        watcher_config(tcp_selector.as_deref()),
+        |_| {},
+    );
+    let tcp_changes = tcp_events
         .inspect({
             let ctx = ctx.clone();
             move |event| {
@@ -575,15 +606,12 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             Api::<Service>::all(client.clone()),
         ),
     };
-    // The owned objects' watches fill the caches the reconciles read (managed fields stripped: nothing
-    // reads them). A Secret event first updates the cache, then drops the controller's own pending write.
+    // The owned objects' watches fill the caches the reconciles read. A Secret event first updates the
+    // cache, then drops the controller's own pending write.
     let owned = || watcher::Config::default().labels(&managed);
-    let (secret_store, secret_writer) = reflector::store();
+    let (secret_store, secret_events) = cached_watch(owned_secrets, owned(), |_| {});
     ctx.caches.set_secrets(secret_store);
-    let secrets = watcher(owned_secrets, owned())
-        .default_backoff()
-        .modify(|s: &mut Secret| s.managed_fields_mut().clear())
-        .reflect(secret_writer)
+    let secrets = secret_events
         .inspect({
             let ctx = ctx.clone();
             move |event| {
@@ -593,27 +621,19 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             }
         })
         .touched_objects();
-    let (deployment_store, deployment_writer) = reflector::store();
-    ctx.caches.set_deployments(deployment_store);
-    let deployments = watcher(owned_deployments, owned())
-        .default_backoff()
-        .modify(|d: &mut Deployment| {
-            // Reconciles read a Deployment's metadata, replicas, selector and status; the pod template
-            // is most of its size, so the cache does not keep it.
-            d.managed_fields_mut().clear();
+    // Reconciles read a Deployment's metadata, replicas, selector and status; the pod template is most
+    // of its size, so the cache does not keep it.
+    let (deployment_store, deployment_events) =
+        cached_watch(owned_deployments, owned(), |d: &mut Deployment| {
             if let Some(spec) = d.spec.as_mut() {
                 spec.template = Default::default();
             }
-        })
-        .reflect(deployment_writer)
-        .touched_objects();
-    let (service_store, service_writer) = reflector::store();
+        });
+    ctx.caches.set_deployments(deployment_store);
+    let deployments = deployment_events.touched_objects();
+    let (service_store, service_events) = cached_watch(owned_services, owned(), |_| {});
     ctx.caches.set_services(service_store);
-    let services = watcher(owned_services, owned())
-        .default_backoff()
-        .modify(|s: &mut Service| s.managed_fields_mut().clear())
-        .reflect(service_writer)
-        .touched_objects();
+    let services = service_events.touched_objects();
     let control_planes = control_planes
         .owns_stream(secrets)
         .owns_stream(deployments)
