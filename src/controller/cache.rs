@@ -26,6 +26,7 @@ use kube::{
 };
 
 use super::build::ResolvedDataStore;
+use crate::datastore::AnyDriver;
 use crate::k8s::crd::{DataStore, TenantControlPlane};
 
 /// How long a reader waits for a cache's first list before it reads live instead.
@@ -58,7 +59,17 @@ pub struct Applied {
 #[derive(Default)]
 struct Resolved {
     epoch: u64,
-    by_name: HashMap<String, (Option<String>, Option<i64>, ResolvedDataStore)>,
+    by_name: HashMap<String, (Option<String>, Option<i64>, ResolvedEntry)>,
+}
+
+/// A DataStore's resolved credentials and, once built, its driver (which keeps its connection open
+/// for the next reconcile).
+#[derive(Clone, Debug)]
+pub struct ResolvedEntry {
+    /// The resolved spec and credentials.
+    pub resolved: ResolvedDataStore,
+    /// The driver built from them, if one was.
+    pub driver: Option<Arc<AnyDriver>>,
 }
 
 /// Objects this controller wrote, by `(namespace, name)`, as the API server answered, until the watch
@@ -264,7 +275,7 @@ impl Caches {
 
     /// The resolved credentials of `ds`, if they were resolved for its current uid and generation
     /// and no Secret it references changed since. Returns the epoch to pass to [`Self::store_resolved`].
-    pub fn resolved(&self, ds: &DataStore) -> (u64, Option<ResolvedDataStore>) {
+    pub fn resolved(&self, ds: &DataStore) -> (u64, Option<ResolvedEntry>) {
         let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
         let hit = resolved
             .by_name
@@ -275,12 +286,12 @@ impl Caches {
     }
 
     /// Stores what [`Self::resolved`] missed, unless a referenced Secret changed since `epoch`.
-    pub fn store_resolved(&self, ds: &DataStore, epoch: u64, value: &ResolvedDataStore) {
+    pub fn store_resolved(&self, ds: &DataStore, epoch: u64, value: ResolvedEntry) {
         let mut resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
         if resolved.epoch == epoch {
             resolved.by_name.insert(
                 ds.name_any(),
-                (ds.metadata.uid.clone(), ds.metadata.generation, value.clone()),
+                (ds.metadata.uid.clone(), ds.metadata.generation, value),
             );
         }
     }

@@ -157,7 +157,7 @@ pub async fn datastore_phase(
     (result, record)
 }
 
-async fn ready_datastore(ctx: &Context, name: &str) -> Result<(ResolvedDataStore, AnyDriver), Error> {
+async fn ready_datastore(ctx: &Context, name: &str) -> Result<(ResolvedDataStore, Arc<AnyDriver>), Error> {
     let Some(ds) = fetch::datastore(ctx, name).await? else {
         return Err(Error::Invalid {
             reason: "DataStoreNotFound",

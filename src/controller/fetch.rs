@@ -2,16 +2,19 @@
 //! DataStores, owned Secrets and resolved credentials come from the [`cache`](super::cache) when it
 //! has them; a cached miss is confirmed live.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt as _};
 
 use super::{
     Context, Error,
     build::{self, ResolvedDataStore, ResolvedTls},
-    cache::Lookup,
+    cache::{Lookup, ResolvedEntry},
 };
 use crate::{
     config::Secret as Sealed,
+    datastore::AnyDriver,
     k8s::crd::{ContentRef, DataStore, TenantControlPlane},
 };
 
@@ -136,11 +139,15 @@ async fn text(
 /// changes).
 pub async fn resolve(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore, Error> {
     let (epoch, cached) = ctx.caches.resolved(ds);
-    if let Some(resolved) = cached {
-        return Ok(resolved);
+    if let Some(entry) = cached {
+        return Ok(entry.resolved);
     }
     let resolved = resolve_live(ctx, ds).await?;
-    ctx.caches.store_resolved(ds, epoch, &resolved);
+    let entry = ResolvedEntry {
+        resolved: resolved.clone(),
+        driver: None,
+    };
+    ctx.caches.store_resolved(ds, epoch, entry);
     Ok(resolved)
 }
 
@@ -213,12 +220,23 @@ async fn resolve_live(ctx: &Context, ds: &DataStore) -> Result<ResolvedDataStore
     })
 }
 
-/// Resolves a DataStore and builds its driver.
-pub async fn driver(
-    ctx: &Context,
-    ds: &DataStore,
-) -> Result<(ResolvedDataStore, crate::datastore::AnyDriver), Error> {
-    let resolved = resolve(ctx, ds).await?;
-    let driver = build::driver(&resolved)?;
+/// Resolves a DataStore and builds its driver (both remembered like [`resolve`]'s result, so that
+/// reconciles share the driver's connection).
+pub async fn driver(ctx: &Context, ds: &DataStore) -> Result<(ResolvedDataStore, Arc<AnyDriver>), Error> {
+    let (epoch, cached) = ctx.caches.resolved(ds);
+    let resolved = match cached {
+        Some(ResolvedEntry {
+            resolved,
+            driver: Some(driver),
+        }) => return Ok((resolved, driver)),
+        Some(entry) => entry.resolved,
+        None => resolve_live(ctx, ds).await?,
+    };
+    let driver = Arc::new(build::driver(&resolved)?);
+    let entry = ResolvedEntry {
+        resolved: resolved.clone(),
+        driver: Some(driver.clone()),
+    };
+    ctx.caches.store_resolved(ds, epoch, entry);
     Ok((resolved, driver))
 }

@@ -83,13 +83,23 @@ impl fmt::Debug for EtcdSettings {
     }
 }
 
-/// The etcd driver.
-#[derive(Debug)]
+/// The etcd driver. It keeps one gRPC client (one TLS connection, multiplexed) from its first
+/// request on, and drops it after a transport failure.
 pub struct EtcdDriver {
     settings: EtcdSettings,
     ca: TinyCa,
     urls: Vec<String>,
     endpoint_label: String,
+    client: std::sync::Mutex<Option<Client>>,
+}
+
+impl fmt::Debug for EtcdDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdDriver")
+            .field("settings", &self.settings)
+            .field("endpoint_label", &self.endpoint_label)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The key prefix of a schema, `/<schema>/`.
@@ -132,10 +142,25 @@ impl EtcdDriver {
             ca,
             urls,
             endpoint_label,
+            client: std::sync::Mutex::new(None),
         })
     }
 
+    /// The kept client, or a new connection (kept for the next request).
     async fn connect(&self) -> Result<Client, DatastoreError> {
+        if let Some(client) = self.kept_client().clone() {
+            return Ok(client);
+        }
+        let client = self.connect_new().await?;
+        *self.kept_client() = Some(client.clone());
+        Ok(client)
+    }
+
+    fn kept_client(&self) -> std::sync::MutexGuard<'_, Option<Client>> {
+        self.client.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn connect_new(&self) -> Result<Client, DatastoreError> {
         let tls = TlsOptions::new()
             .ca_certificate(Certificate::from_pem(&self.settings.ca_cert_pem))
             .identity(Identity::from_pem(
@@ -152,8 +177,21 @@ impl EtcdDriver {
             .map_err(|e| self.error("connect", e))
     }
 
-    /// Maps an etcd-client error to a [`DatastoreError`].
+    /// Maps an etcd-client error to a [`DatastoreError`], and drops the kept client when the error
+    /// was the connection's, so that the next request reconnects.
     fn error(&self, operation: &'static str, error: etcd_client::Error) -> DatastoreError {
+        let mapped = self.map_error(operation, error);
+        if matches!(
+            mapped,
+            DatastoreError::Unreachable { .. } | DatastoreError::Timeout { .. }
+        ) || matches!(&mapped, DatastoreError::InvalidConfig { message, .. } if message.starts_with("TLS"))
+        {
+            *self.kept_client() = None;
+        }
+        mapped
+    }
+
+    fn map_error(&self, operation: &'static str, error: etcd_client::Error) -> DatastoreError {
         use etcd_client::Error as E;
         use tonic::Code;
         let endpoint = self.endpoint_label.clone();
@@ -238,14 +276,16 @@ impl EtcdDriver {
         let end = prefix_end(prefix.as_bytes());
         let mut client = self.connect().await?;
 
-        ignore(
+        // A user or role this call created holds nothing yet, so only existing ones are read back
+        // (etcd serializes auth reads through raft too).
+        let user_is_new = ignore(
             client
                 .user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
                 .await,
             "etcdserver: user name already exists",
         )
         .map_err(|e| self.error("add the tenant user", e))?;
-        ignore(
+        let role_is_new = ignore(
             client.role_add(schema).await,
             "etcdserver: role name already exists",
         )
@@ -253,11 +293,15 @@ impl EtcdDriver {
 
         // The role holds exactly one permission: READWRITE on [prefix, prefix_end).
         let wanted = Permission::read_write(prefix.as_bytes()).with_range_end(end.clone());
-        let current = client
-            .role_get(schema)
-            .await
-            .map_err(|e| self.error("read the tenant role", e))?
-            .permissions();
+        let current = if role_is_new {
+            Vec::new()
+        } else {
+            client
+                .role_get(schema)
+                .await
+                .map_err(|e| self.error("read the tenant role", e))?
+                .permissions()
+        };
         for perm in &current {
             let exact = perm.key() == prefix.as_bytes()
                 && perm.range_end() == end.as_slice()
@@ -279,12 +323,16 @@ impl EtcdDriver {
             .map_err(|e| self.error("grant the tenant role its key range", e))?;
 
         // The user holds exactly one role: `<schema>`.
-        let roles = client
-            .user_get(user)
-            .await
-            .map_err(|e| self.error("read the tenant user", e))?
-            .roles()
-            .to_vec();
+        let roles = if user_is_new {
+            Vec::new()
+        } else {
+            client
+                .user_get(user)
+                .await
+                .map_err(|e| self.error("read the tenant user", e))?
+                .roles()
+                .to_vec()
+        };
         for role in roles.iter().filter(|r| r.as_str() != schema) {
             ignore(
                 client.user_revoke_role(user, role.as_str()).await,
@@ -382,10 +430,11 @@ impl Driver for EtcdDriver {
 }
 
 /// Treats the etcd error whose message is `benign` (e.g. "already exists") as success.
-fn ignore<T>(result: Result<T, etcd_client::Error>, benign: &str) -> Result<(), etcd_client::Error> {
+/// `Ok(true)` when the call succeeded, `Ok(false)` when it failed with the `benign` message.
+fn ignore<T>(result: Result<T, etcd_client::Error>, benign: &str) -> Result<bool, etcd_client::Error> {
     match result {
-        Ok(_) => Ok(()),
-        Err(etcd_client::Error::GRpcStatus(status)) if status.message() == benign => Ok(()),
+        Ok(_) => Ok(true),
+        Err(etcd_client::Error::GRpcStatus(status)) if status.message() == benign => Ok(false),
         Err(e) => Err(e),
     }
 }
