@@ -7,7 +7,9 @@
 //! available as soon as it appears. It creates N TenantControlPlanes (16 at a time) and measures the
 //! time until every one is `Ready` with all its objects, the controller's peak RSS, and then a bare
 //! client creating the same objects (11 Secrets, a Service and a Deployment per TCP, 16 at a time) as
-//! the write limit of this apiserver.
+//! the write limit of this apiserver. A second bare client then does the whole job without a
+//! controller: the TCP create, the finalizer, the etcd user, the owned objects, two status writes and
+//! the Deployment status, with no reads and no watches, as the limit of the job on this machine.
 
 #![allow(
     clippy::unwrap_used,
@@ -25,6 +27,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Secret, Service},
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, ResourceExt as _,
     api::{Patch, PatchParams, PostParams},
@@ -32,7 +35,11 @@ use kube::{
 };
 use serde_json::json;
 use tenantplane::{
-    controller::workload,
+    controller::{TCP_FINALIZER, tcp_workload::STATUS_MANAGER, workload},
+    datastore::{
+        Driver as _, TenantSpace,
+        etcd::{EtcdDriver, EtcdSettings},
+    },
     k8s::crd::{DataStore, TenantControlPlane},
     localenv::{
         self,
@@ -48,6 +55,8 @@ use tenantplane::{
 const NS: &str = "bench";
 /// Namespace of the bare client's objects.
 const BARE_NS: &str = "bench-bare";
+/// Namespace of the bare client that does the whole job.
+const WHOLE_NS: &str = "bench-whole";
 /// Requests in flight while creating (TCPs, and the bare client's object sets).
 const CONCURRENCY: usize = 16;
 /// Upstream Kamaji's published rate: 100 TCPs in about 7 min 30 s.
@@ -83,6 +92,145 @@ fn tcp(name: &str, namespace: &str) -> TenantControlPlane {
         },
     }))
     .unwrap()
+}
+
+/// A kube-apiserver with its etcd and the bench's CRDs and namespaces, and a TLS + auth etcd as the
+/// shared DataStore (a DataStore object only in the controller's namespace).
+struct Stack {
+    kube_etcd: LocalEtcd,
+    kube_server: LocalKube,
+    kube: kube::Client,
+    ca: TinyCa,
+    etcd: LocalEtcd,
+}
+
+impl Stack {
+    async fn start(dir: &std::path::Path) -> Self {
+        let kube_etcd = LocalEtcd::start(dir.join("kube-etcd"), EtcdOptions::default())
+            .await
+            .unwrap();
+        let kube_server = LocalKube::start(dir.join("kube"), KubeOptions::new(kube_etcd.url()))
+            .await
+            .unwrap();
+        let kube = kube_server.client().await.unwrap();
+        localenv::kube::install_crds(&kube, "bench").await.unwrap();
+        // The new resources may take a moment to be served.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for ns in [NS, BARE_NS, WHOLE_NS] {
+            namespace(&kube, ns).await;
+        }
+        let ca = TinyCa::new("bench-ca").unwrap();
+        let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
+            .await
+            .unwrap();
+        localenv::kube::create_etcd_datastore(&kube, &etcd, "bench-etcd", NS)
+            .await
+            .unwrap();
+        Self {
+            kube_etcd,
+            kube_server,
+            kube,
+            ca,
+            etcd,
+        }
+    }
+}
+
+/// A driver for the bench's etcd DataStore, as its root client.
+fn etcd_driver(etcd: &LocalEtcd, ca: &TinyCa) -> EtcdDriver {
+    let root = etcd.tls().unwrap().root_client.clone();
+    EtcdDriver::new(EtcdSettings::new(
+        vec![etcd.endpoint()],
+        ca.ca.clone(),
+        root.cert_pem,
+        tenantplane::config::Secret::new(root.key_pem),
+    ))
+    .unwrap()
+}
+
+/// The whole job of one TCP done by a bare client: every write the controller path makes (the TCP,
+/// its finalizer, the etcd user, 11 Secrets, a Service and a Deployment with owner references, two
+/// status writes, the stand-in kubelet's Deployment status), and no reads or watches.
+struct WholeJob<'a> {
+    kube: kube::Client,
+    driver: EtcdDriver,
+    pki: &'a workload::Pki,
+    view: &'a workload::StorageView,
+    ready_status: serde_json::Value,
+}
+
+impl WholeJob<'_> {
+    async fn run(&self, i: usize) {
+        let name = format!("cp-{i}");
+        let tcps: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), WHOLE_NS);
+        let created = tcps
+            .create(&PostParams::default(), &tcp(&name, WHOLE_NS))
+            .await
+            .unwrap();
+        let finalizer = json!({"metadata": {"finalizers": [TCP_FINALIZER]}});
+        tcps.patch(&name, &PatchParams::default(), &Patch::Merge(&finalizer))
+            .await
+            .unwrap();
+        let space = TenantSpace::new(format!("whole_{name}"), format!("whole_{name}")).unwrap();
+        self.driver.provision(&space).await.unwrap();
+        let owner = OwnerReference {
+            api_version: "kamaji.clastix.io/v1alpha1".into(),
+            kind: "TenantControlPlane".into(),
+            name: name.clone(),
+            uid: created.uid().unwrap(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let meta = |suffix: String| kube::api::ObjectMeta {
+            name: Some(suffix),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.kube.clone(), WHOLE_NS);
+        let mut all: Vec<Secret> = self.pki.secrets.clone();
+        all.push(self.pki.secrets[0].clone());
+        all.push(self.pki.secrets[1].clone());
+        for (j, mut secret) in all.into_iter().enumerate() {
+            secret.metadata = meta(format!("{name}-{j}"));
+            secrets.create(&PostParams::default(), &secret).await.unwrap();
+        }
+        let mut svc = workload::service(&created).unwrap();
+        svc.metadata = meta(name.clone());
+        Api::<Service>::namespaced(self.kube.clone(), WHOLE_NS)
+            .create(&PostParams::default(), &svc)
+            .await
+            .unwrap();
+        let status = |phase: &str| {
+            let mut status = self.ready_status.clone();
+            status["kubernetesResources"]["version"]["status"] = json!(phase);
+            json!({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+                   "status": status})
+        };
+        let apply = PatchParams::apply(STATUS_MANAGER).force();
+        let mut d = workload::deployment(&created, self.view, self.pki, "v1.34.0", &Default::default())
+            .unwrap()
+            .deployment;
+        d.metadata = meta(name.clone());
+        let deployments = Api::<Deployment>::namespaced(self.kube.clone(), WHOLE_NS);
+        deployments.create(&PostParams::default(), &d).await.unwrap();
+        tcps.patch_status(&name, &apply, &Patch::Apply(status("Provisioning")))
+            .await
+            .unwrap();
+        let available = json!({"status": {
+            "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+            "availableReplicas": 1, "unavailableReplicas": 0,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                            "message": "bench", "lastUpdateTime": "2026-01-01T00:00:00Z",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        }});
+        deployments
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&available))
+            .await
+            .unwrap();
+        tcps.patch_status(&name, &apply, &Patch::Apply(status("Ready")))
+            .await
+            .unwrap();
+    }
 }
 
 /// Plays kubelet + deployment controller: every Deployment of `NS` becomes available at once.
@@ -137,25 +285,13 @@ async fn main() {
         .unwrap_or(1000);
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-tcp").unwrap();
-    let kube_etcd = LocalEtcd::start(dir.join("kube-etcd"), EtcdOptions::default())
-        .await
-        .unwrap();
-    let kube_server = LocalKube::start(dir.join("kube"), KubeOptions::new(kube_etcd.url()))
-        .await
-        .unwrap();
-    let kube = kube_server.client().await.unwrap();
-    localenv::kube::install_crds(&kube, "bench").await.unwrap();
-    // The new resources may take a moment to be served.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    namespace(&kube, NS).await;
-    namespace(&kube, BARE_NS).await;
-    let ca = TinyCa::new("bench-ca").unwrap();
-    let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
-        .await
-        .unwrap();
-    localenv::kube::create_etcd_datastore(&kube, &etcd, "bench-etcd", NS)
-        .await
-        .unwrap();
+    let Stack {
+        kube_etcd,
+        kube_server,
+        kube,
+        ca: _,
+        etcd,
+    } = Stack::start(&dir.join("controller-stack")).await;
 
     let metrics_port = ports::claim().unwrap();
     // `TCP_BENCH_WRAPPER="heaptrack -o /tmp/controller"` runs the controller under a profiler.
@@ -242,8 +378,9 @@ async fn main() {
             std::fs::write(path, bytes).unwrap();
         });
     }
+    let named = [(kube_etcd.pid(), "etcd (kube)"), (etcd.pid(), "etcd (DataStore)")];
     let requests_before = apiserver_requests(&kube).await;
-    let cpu_before = cpu_by_command();
+    let cpu_before = cpu_by_command(&named);
     let started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| {
@@ -280,7 +417,7 @@ async fn main() {
     };
     let all_ready = started.elapsed();
     let requests_after = apiserver_requests(&kube).await;
-    let cpu_after = cpu_by_command();
+    let cpu_after = cpu_by_command(&named);
     let rss_peak = vm_hwm_mib(controller.pid());
     let deployments = Api::<Deployment>::namespaced(kube.clone(), NS)
         .list(&Default::default())
@@ -318,6 +455,7 @@ async fn main() {
         config_checksum: String::new(),
         certificate: None,
     };
+    let bare_cpu_before = cpu_by_command(&named);
     let bare_started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| {
@@ -356,6 +494,39 @@ async fn main() {
         })
         .await;
     let bare = bare_started.elapsed();
+    let bare_cpu_after = cpu_by_command(&named);
+
+    let ready_status = store
+        .state()
+        .iter()
+        .find(|t| t.name_any() == "cp-0")
+        .and_then(|t| t.status.clone())
+        .expect("cp-0 has a status");
+    // The whole job runs on a fresh stack: etcd's auth store costs more with every user it holds.
+    drop((kube_server, kube_etcd, etcd));
+    let whole_stack = Stack::start(&dir.join("whole-job-stack")).await;
+    let whole_named = [
+        (whole_stack.kube_etcd.pid(), "etcd (kube)"),
+        (whole_stack.etcd.pid(), "etcd (DataStore)"),
+    ];
+    let whole_view = workload::StorageView {
+        endpoints: vec![whole_stack.etcd.endpoint()],
+        ..view
+    };
+    let whole = WholeJob {
+        kube: whole_stack.kube.clone(),
+        driver: etcd_driver(&whole_stack.etcd, &whole_stack.ca),
+        pki: &pki,
+        view: &whole_view,
+        ready_status: serde_json::to_value(&ready_status).unwrap(),
+    };
+    let whole_cpu_before = cpu_by_command(&whole_named);
+    let whole_started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(CONCURRENCY, |i| whole.run(i))
+        .await;
+    let whole_elapsed = whole_started.elapsed();
+    let whole_cpu_after = cpu_by_command(&whole_named);
 
     if let Some(mut perf) = perf {
         perf.wait().unwrap();
@@ -375,6 +546,12 @@ async fn main() {
     println!("| controller TCP/s | {rate:.2} |");
     println!("| bare client, same objects | {bare:.1?} = {bare_rate:.2} TCP/s |");
     println!("| controller / bare client | {:.0} % |", 100.0 * rate / bare_rate);
+    let whole_rate = n as f64 / whole_elapsed.as_secs_f64();
+    println!("| bare client, the whole job | {whole_elapsed:.1?} = {whole_rate:.2} TCP/s |");
+    println!(
+        "| controller / bare client, the whole job | {:.0} % |",
+        100.0 * rate / whole_rate
+    );
     println!(
         "| controller / upstream Kamaji (0.22 TCP/s) | {:.0}x |",
         rate / UPSTREAM_TCP_PER_SECOND
@@ -395,15 +572,17 @@ async fn main() {
         "CPU seconds during the controller phase ({:.1} s wall, 2 cores):",
         all_ready.as_secs_f64()
     );
-    let mut cpu: Vec<(String, f64)> = cpu_after
-        .iter()
-        .map(|(k, v)| (k.clone(), v - cpu_before.get(k).copied().unwrap_or(0.0)))
-        .filter(|(_, d)| *d >= 0.5)
-        .collect();
-    cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (comm, secs) in cpu {
-        println!("    {secs:>7.1} {comm}");
-    }
+    print_cpu(&cpu_before, &cpu_after);
+    println!(
+        "CPU seconds during the bare client ({:.1} s wall):",
+        bare.as_secs_f64()
+    );
+    print_cpu(&bare_cpu_before, &bare_cpu_after);
+    println!(
+        "CPU seconds during the bare client doing the whole job ({:.1} s wall):",
+        whole_elapsed.as_secs_f64()
+    );
+    print_cpu(&whole_cpu_before, &whole_cpu_after);
     println!("apiserver requests during the controller phase, per TCP (all clients, the bench's too):");
     let delta = |k: &str| {
         requests_after.get(k).copied().unwrap_or(0.0) - requests_before.get(k).copied().unwrap_or(0.0)
@@ -426,8 +605,24 @@ async fn main() {
     }
 }
 
-/// CPU seconds (user + system) used so far by every running process, summed by command name.
-fn cpu_by_command() -> BTreeMap<String, f64> {
+/// Prints the CPU seconds each process used between two samples, most first.
+fn print_cpu(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) {
+    let mut cpu: Vec<(String, f64)> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d >= 0.5)
+        .collect();
+    cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f64 = cpu.iter().map(|(_, d)| d).sum();
+    println!("    {total:>7.1} in all");
+    for (comm, secs) in cpu {
+        println!("    {secs:>7.1} {comm}");
+    }
+}
+
+/// CPU seconds (user + system) used so far by every running process, summed by command name, or
+/// by the label `named` gives its pid.
+fn cpu_by_command(named: &[(u32, &str)]) -> BTreeMap<String, f64> {
     let mut sums = BTreeMap::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -436,7 +631,11 @@ fn cpu_by_command() -> BTreeMap<String, f64> {
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
             continue;
         };
-        let comm = stat[open + 1..close].to_string();
+        let pid: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+        let comm = named.iter().find(|(p, _)| *p == pid).map_or_else(
+            || stat[open + 1..close].to_string(),
+            |(_, label)| label.to_string(),
+        );
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
         // After the command: state is field 3 of stat(5), utime 14 and stime 15 (clock ticks, 100/s).
         let ticks: u64 = [11, 12]
