@@ -5,7 +5,8 @@
 //!
 //! The driver talks gRPC with the DataStore's client certificate (etcd's JSON gateway ignores
 //! certificate CNs). Provisioning converges: it revokes permissions of the role other than the tenant's
-//! range and roles of the user other than `<schema>`. Deprovisioning removes access first (user, then
+//! range and roles of the user other than `<schema>`, and changes nothing when nothing differs (etcd
+//! rebuilds every user's permissions on each auth change). Deprovisioning removes access first (user, then
 //! role) and then deletes every key under `/<schema>/`, so a still-running apiserver cannot write keys
 //! back after they were deleted.
 
@@ -302,25 +303,29 @@ impl EtcdDriver {
                 .map_err(|e| self.error("read the tenant role", e))?
                 .permissions()
         };
-        for perm in &current {
-            let exact = perm.key() == prefix.as_bytes()
+        let is_wanted = |perm: &Permission| {
+            perm.key() == prefix.as_bytes()
                 && perm.range_end() == end.as_slice()
-                && perm.get_type() == PermissionType::Readwrite as i32;
-            if !exact {
-                let options = RoleRevokePermissionOptions::new().with_range_end(perm.range_end().to_vec());
-                ignore(
-                    client
-                        .role_revoke_permission(schema, perm.key().to_vec(), Some(options))
-                        .await,
-                    "etcdserver: permission is not granted to the role",
-                )
-                .map_err(|e| self.error("revoke a foreign permission of the tenant role", e))?;
-            }
+                && perm.get_type() == PermissionType::Readwrite as i32
+        };
+        for perm in current.iter().filter(|p| !is_wanted(p)) {
+            let options = RoleRevokePermissionOptions::new().with_range_end(perm.range_end().to_vec());
+            ignore(
+                client
+                    .role_revoke_permission(schema, perm.key().to_vec(), Some(options))
+                    .await,
+                "etcdserver: permission is not granted to the role",
+            )
+            .map_err(|e| self.error("revoke a foreign permission of the tenant role", e))?;
         }
-        client
-            .role_grant_permission(schema, wanted)
-            .await
-            .map_err(|e| self.error("grant the tenant role its key range", e))?;
+        // etcd rebuilds its permission cache for every user on each grant, even an unchanged one, so
+        // a tenant that already holds its range is not granted it again.
+        if !current.iter().any(is_wanted) {
+            client
+                .role_grant_permission(schema, wanted)
+                .await
+                .map_err(|e| self.error("grant the tenant role its key range", e))?;
+        }
 
         // The user holds exactly one role: `<schema>`.
         let roles = if user_is_new {
@@ -340,10 +345,12 @@ impl EtcdDriver {
             )
             .map_err(|e| self.error("revoke a foreign role of the tenant user", e))?;
         }
-        client
-            .user_grant_role(user, schema)
-            .await
-            .map_err(|e| self.error("grant the tenant role to the tenant user", e))?;
+        if !roles.iter().any(|r| r.as_str() == schema) {
+            client
+                .user_grant_role(user, schema)
+                .await
+                .map_err(|e| self.error("grant the tenant role to the tenant user", e))?;
+        }
 
         let cert = self
             .ca

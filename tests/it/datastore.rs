@@ -121,6 +121,17 @@ fn etcd_auth_state(
     )
 }
 
+/// etcd's auth revision (`etcdctl auth status`), which every user, role or permission change raises.
+fn auth_revision(etcd: &LocalEtcd) -> u64 {
+    let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
+    let status = root.run(&["auth", "status"]).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("AuthRevision: "))
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no AuthRevision in {status:?}"))
+}
+
 #[tokio::test]
 async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_deprovision_removes_it() {
     let (etcd, driver, ca) = etcd_with_driver("ds-etcd").await;
@@ -181,8 +192,11 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
     assert_eq!(err.reason(), "DataStorePermissionDenied", "{err}");
     assert!(!err.is_transient());
 
-    // Provisioning again changes nothing and returns a working certificate; the data stays.
+    // Provisioning again changes nothing (not even etcd's auth revision: each auth change makes etcd
+    // rebuild the permissions of every user) and returns a working certificate; the data stays.
+    let revision = auth_revision(&etcd);
     let again = etcd_creds(driver.provision(&tenant).await.unwrap());
+    assert_eq!(auth_revision(&etcd), revision);
     let (role_again, user_again) = etcd_auth_state(&etcd, &schema, &user);
     assert_eq!(role_again.unwrap(), expected_role);
     assert_eq!(user_again.unwrap(), format!("User: {user}\nRoles: {schema}\n"));
