@@ -95,6 +95,8 @@ async fn reconcile_inner(ds: &DataStore, ctx: &Context) -> Result<Action, Error>
     if deleting {
         if used_by.is_empty() {
             apply::remove_finalizer(&api, ds, DATASTORE_FINALIZER).await?;
+            // closes the kept driver's connection and drops the credentials
+            ctx.caches.forget_resolved(&name);
             return Ok(Action::await_change());
         }
         // A TenantControlPlane change re-triggers; the requeue is a safety net.

@@ -37,6 +37,7 @@ pub struct EtcdTls {
 #[derive(Debug)]
 pub struct LocalEtcd {
     child: ChildProcess,
+    spec: Spec,
     client_port: ports::PortClaim,
     _peer_port: ports::PortClaim,
     tls: Option<EtcdTls>,
@@ -121,6 +122,7 @@ impl LocalEtcd {
             let mut child = ChildProcess::spawn(&spec, &dir.join("etcd.log"))?;
             let mut etcd = Self {
                 child,
+                spec,
                 client_port,
                 _peer_port: peer_port,
                 tls: tls.clone(),
@@ -146,6 +148,19 @@ impl LocalEtcd {
             drop(child);
         }
         Err(last.unwrap_or_else(|| LocalEnvError::Other("etcd did not start".into())))
+    }
+
+    /// Stops etcd (SIGTERM) and starts it again on the same port and data, as a restart of a real
+    /// member; returns once it is healthy.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.child.stop(Duration::from_secs(10));
+        self.child = ChildProcess::spawn(&self.spec, &self.dir.join("etcd.log"))?;
+        let http = self.http_without_auth()?;
+        wait_until("etcd", Duration::from_secs(60), &mut self.child, || {
+            let http = http.clone();
+            async move { http.health().await }
+        })
+        .await
     }
 
     /// The client URL, e.g. `http://127.0.0.1:40123`.

@@ -240,6 +240,28 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
 }
 
 #[tokio::test]
+async fn etcd_driver_keeps_working_across_an_etcd_restart() {
+    let (mut etcd, driver, _ca) = etcd_with_driver("ds-etcd-restart").await;
+    let before = TenantSpace::new(name("cp"), name("u")).unwrap();
+    driver.provision(&before).await.unwrap();
+    etcd.restart().await.unwrap();
+
+    // The driver's kept connection broke with the restart: the next calls reconnect without an error.
+    driver.check().await.unwrap();
+    let after = TenantSpace::new(name("cp"), name("u")).unwrap();
+    let creds = etcd_creds(driver.provision(&after).await.unwrap());
+    for tenant in [&before, &after] {
+        let (_, user) = etcd_auth_state(&etcd, tenant.schema(), tenant.user());
+        assert_eq!(
+            user.unwrap(),
+            format!("User: {}\nRoles: {}\n", tenant.user(), tenant.schema())
+        );
+    }
+    let ctl = etcd.etcdctl(&cert_key(&creds)).unwrap();
+    ctl.run(&["put", &format!("/{}/k", after.schema()), "v"]).unwrap();
+}
+
+#[tokio::test]
 async fn etcd_tenants_cannot_reach_each_other_and_removing_one_leaves_the_other_byte_identical() {
     let (etcd, driver, _ca) = etcd_with_driver("ds-etcd-two").await;
     // B's schema extends A's: only the trailing slash keeps A's range from covering B's keys.
