@@ -17,32 +17,26 @@ use std::time::Instant;
 
 use futures::{StreamExt as _, stream};
 use tenantplane::{
-    config::Secret,
-    datastore::{
-        Driver as _, TenantSpace,
-        etcd::{EtcdDriver, EtcdSettings},
-    },
+    datastore::{Driver as _, TenantSpace, etcd::EtcdDriver},
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
         pki::TinyCa,
+        process,
     },
 };
 
 /// Provisions in flight, as the controller's default concurrency.
 const CONCURRENCY: usize = 16;
 
-/// CPU seconds (user + system) process `pid` has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-    // After the command: utime and stime are fields 14 and 15 of stat(5), in ticks of 1/100 s.
-    (fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap()) / 100.0
+/// CPU seconds etcd has used so far.
+fn etcd_cpu(etcd: &LocalEtcd) -> f64 {
+    process::cpu_seconds(etcd.pid()).expect("etcd runs").1
 }
 
 /// Provisions tenants `0..n` and returns (wall seconds, etcd CPU seconds).
 async fn wave(driver: &EtcdDriver, etcd: &LocalEtcd, n: usize) -> (f64, f64) {
-    let cpu = cpu_seconds(etcd.pid());
+    let cpu = etcd_cpu(etcd);
     let started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| async move {
@@ -51,7 +45,7 @@ async fn wave(driver: &EtcdDriver, etcd: &LocalEtcd, n: usize) -> (f64, f64) {
             driver.provision(&space).await.unwrap();
         })
         .await;
-    (started.elapsed().as_secs_f64(), cpu_seconds(etcd.pid()) - cpu)
+    (started.elapsed().as_secs_f64(), etcd_cpu(etcd) - cpu)
 }
 
 #[tokio::main]
@@ -66,14 +60,7 @@ async fn main() {
     let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions { tls_ca: Some(&ca) })
         .await
         .unwrap();
-    let root = etcd.tls().unwrap().root_client.clone();
-    let driver = EtcdDriver::new(EtcdSettings::new(
-        vec![etcd.endpoint()],
-        ca.ca.clone(),
-        root.cert_pem,
-        Secret::new(root.key_pem),
-    ))
-    .unwrap();
+    let driver = EtcdDriver::new(etcd.root_driver_settings().unwrap()).unwrap();
     let (first_wall, first_cpu) = wave(&driver, &etcd, n).await;
     let (again_wall, again_cpu) = wave(&driver, &etcd, n).await;
     println!("n = {n} etcd tenants, {CONCURRENCY} at a time");

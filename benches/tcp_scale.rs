@@ -27,19 +27,15 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Namespace, Secret, Service},
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
-    Api, ResourceExt as _,
+    Api, Resource as _, ResourceExt as _,
     api::{Patch, PatchParams, PostParams},
     runtime::{WatchStreamExt as _, watcher},
 };
 use serde_json::json;
 use tenantplane::{
     controller::{TCP_FINALIZER, tcp_workload::STATUS_MANAGER, workload},
-    datastore::{
-        Driver as _, TenantSpace,
-        etcd::{EtcdDriver, EtcdSettings},
-    },
+    datastore::{Driver as _, TenantSpace, etcd::EtcdDriver},
     k8s::crd::{DataStore, TenantControlPlane},
     localenv::{
         self,
@@ -47,7 +43,7 @@ use tenantplane::{
         kube::{KubeOptions, LocalKube},
         pki::TinyCa,
         ports,
-        process::{ChildProcess, Spec},
+        process::{self, ChildProcess, Spec},
     },
 };
 
@@ -100,7 +96,6 @@ struct Stack {
     kube_etcd: LocalEtcd,
     kube_server: LocalKube,
     kube: kube::Client,
-    ca: TinyCa,
     etcd: LocalEtcd,
 }
 
@@ -130,22 +125,9 @@ impl Stack {
             kube_etcd,
             kube_server,
             kube,
-            ca,
             etcd,
         }
     }
-}
-
-/// A driver for the bench's etcd DataStore, as its root client.
-fn etcd_driver(etcd: &LocalEtcd, ca: &TinyCa) -> EtcdDriver {
-    let root = etcd.tls().unwrap().root_client.clone();
-    EtcdDriver::new(EtcdSettings::new(
-        vec![etcd.endpoint()],
-        ca.ca.clone(),
-        root.cert_pem,
-        tenantplane::config::Secret::new(root.key_pem),
-    ))
-    .unwrap()
 }
 
 /// The whole job of one TCP done by a bare client: every write the controller path makes (the TCP,
@@ -173,24 +155,14 @@ impl WholeJob<'_> {
             .unwrap();
         let space = TenantSpace::new(format!("whole_{name}"), format!("whole_{name}")).unwrap();
         self.driver.provision(&space).await.unwrap();
-        let owner = OwnerReference {
-            api_version: "kamaji.clastix.io/v1alpha1".into(),
-            kind: "TenantControlPlane".into(),
-            name: name.clone(),
-            uid: created.uid().unwrap(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
+        let owner = created.controller_owner_ref(&()).unwrap();
         let meta = |suffix: String| kube::api::ObjectMeta {
             name: Some(suffix),
             owner_references: Some(vec![owner.clone()]),
             ..Default::default()
         };
         let secrets: Api<Secret> = Api::namespaced(self.kube.clone(), WHOLE_NS);
-        let mut all: Vec<Secret> = self.pki.secrets.clone();
-        all.push(self.pki.secrets[0].clone());
-        all.push(self.pki.secrets[1].clone());
-        for (j, mut secret) in all.into_iter().enumerate() {
+        for (j, mut secret) in eleven_secrets(self.pki).into_iter().enumerate() {
             secret.metadata = meta(format!("{name}-{j}"));
             secrets.create(&PostParams::default(), &secret).await.unwrap();
         }
@@ -216,21 +188,39 @@ impl WholeJob<'_> {
         tcps.patch_status(&name, &apply, &Patch::Apply(status("Provisioning")))
             .await
             .unwrap();
-        let available = json!({"status": {
-            "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-            "availableReplicas": 1, "unavailableReplicas": 0,
-            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                            "message": "bench", "lastUpdateTime": "2026-01-01T00:00:00Z",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        }});
         deployments
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&available))
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&available(Some(1), 1)),
+            )
             .await
             .unwrap();
         tcps.patch_status(&name, &apply, &Patch::Apply(status("Ready")))
             .await
             .unwrap();
     }
+}
+
+/// The Deployment status kubelet and the deployment controller would report once `replicas` pods of
+/// `generation` run.
+fn available(generation: Option<i64>, replicas: i32) -> serde_json::Value {
+    json!({"status": {
+        "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+        "readyReplicas": replicas, "availableReplicas": replicas, "unavailableReplicas": 0,
+        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                        "message": "bench", "lastUpdateTime": "2026-01-01T00:00:00Z",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }})
+}
+
+/// A TCP's 11 Secrets as the bare clients write them: the 9 PKI/kubeconfig Secrets, and two of them
+/// again standing in for the datastore-config and datastore-certificate Secrets.
+fn eleven_secrets(pki: &workload::Pki) -> Vec<Secret> {
+    let mut all = pki.secrets.clone();
+    all.push(pki.secrets[0].clone());
+    all.push(pki.secrets[1].clone());
+    all
 }
 
 /// Plays kubelet + deployment controller: every Deployment of `NS` becomes available at once.
@@ -244,13 +234,7 @@ async fn mark_deployments_available(kube: kube::Client) {
         if status.observed_generation == generation && status.available_replicas == Some(replicas) {
             continue;
         }
-        let patch = json!({"status": {
-            "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
-            "readyReplicas": replicas, "availableReplicas": replicas, "unavailableReplicas": 0,
-            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                            "message": "bench", "lastUpdateTime": "2026-01-01T00:00:00Z",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-        }});
+        let patch = available(generation, replicas);
         let _ = api
             .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
             .await;
@@ -289,7 +273,6 @@ async fn main() {
         kube_etcd,
         kube_server,
         kube,
-        ca: _,
         etcd,
     } = Stack::start(&dir.join("controller-stack")).await;
 
@@ -463,11 +446,7 @@ async fn main() {
             async move {
                 let name = format!("cp-{i}");
                 let secrets: Api<Secret> = Api::namespaced(kube.clone(), BARE_NS);
-                // The 9 PKI/kubeconfig Secrets plus the datastore-config and datastore-certificate ones.
-                let mut all: Vec<Secret> = pki.secrets.clone();
-                all.push(pki.secrets[0].clone());
-                all.push(pki.secrets[1].clone());
-                for (j, mut s) in all.into_iter().enumerate() {
+                for (j, mut s) in eleven_secrets(pki).into_iter().enumerate() {
                     s.metadata = kube::api::ObjectMeta {
                         name: Some(format!("{name}-{j}")),
                         ..Default::default()
@@ -515,7 +494,7 @@ async fn main() {
     };
     let whole = WholeJob {
         kube: whole_stack.kube.clone(),
-        driver: etcd_driver(&whole_stack.etcd, &whole_stack.ca),
+        driver: EtcdDriver::new(whole_stack.etcd.root_driver_settings().unwrap()).unwrap(),
         pki: &pki,
         view: &whole_view,
         ready_status: serde_json::to_value(&ready_status).unwrap(),
@@ -625,24 +604,17 @@ fn print_cpu(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) {
 fn cpu_by_command(named: &[(u32, &str)]) -> BTreeMap<String, f64> {
     let mut sums = BTreeMap::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        let Some((comm, seconds)) = process::cpu_seconds(pid) else {
             continue;
         };
-        let pid: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
-        let comm = named.iter().find(|(p, _)| *p == pid).map_or_else(
-            || stat[open + 1..close].to_string(),
-            |(_, label)| label.to_string(),
-        );
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // After the command: state is field 3 of stat(5), utime 14 and stime 15 (clock ticks, 100/s).
-        let ticks: u64 = [11, 12]
+        let label = named
             .iter()
-            .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-            .sum();
-        *sums.entry(comm).or_insert(0.0) += ticks as f64 / 100.0;
+            .find(|(p, _)| *p == pid)
+            .map_or(comm, |(_, label)| label.to_string());
+        *sums.entry(label).or_insert(0.0) += seconds;
     }
     sums
 }

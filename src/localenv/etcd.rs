@@ -163,6 +163,17 @@ impl LocalEtcd {
         .await
     }
 
+    /// Driver settings that reach this etcd as its `root` user (a TLS etcd only).
+    pub fn root_driver_settings(&self) -> Option<crate::datastore::etcd::EtcdSettings> {
+        let tls = self.tls.as_ref()?;
+        Some(crate::datastore::etcd::EtcdSettings::new(
+            vec![self.endpoint()],
+            tls.ca.clone(),
+            tls.root_client.cert_pem.clone(),
+            crate::config::Secret::new(tls.root_client.key_pem.clone()),
+        ))
+    }
+
     /// The client URL, e.g. `http://127.0.0.1:40123`.
     pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };

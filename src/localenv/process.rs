@@ -247,3 +247,17 @@ pub async fn run_to_completion(spec: &Spec, log: &Path, timeout: Duration) -> st
         }
     }
 }
+
+/// A process's command name and the CPU seconds (user + system) it has used so far, from
+/// `/proc/<pid>/stat`; `None` once it is gone.
+pub fn cpu_seconds(pid: u32) -> Option<(String, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let fields: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+    // After the command: state is field 3 of stat(5), utime 14 and stime 15 (clock ticks, 100/s).
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    Some((stat[open + 1..close].to_string(), ticks as f64 / 100.0))
+}

@@ -90,14 +90,7 @@ async fn etcd_with_driver(prefix: &str) -> (LocalEtcd, EtcdDriver, TinyCa) {
     let etcd = LocalEtcd::start(dir, EtcdOptions { tls_ca: Some(&ca) })
         .await
         .unwrap();
-    let root = etcd.tls().unwrap().root_client.clone();
-    let driver = EtcdDriver::new(EtcdSettings::new(
-        vec![etcd.endpoint()],
-        ca.ca.clone(),
-        root.cert_pem,
-        Secret::new(root.key_pem),
-    ))
-    .unwrap();
+    let driver = EtcdDriver::new(etcd.root_driver_settings().unwrap()).unwrap();
     (etcd, driver, ca)
 }
 
