@@ -238,12 +238,15 @@ async fn provision(
     }
     let spec_overrides: Vec<DataStoreOverride> = tcp.spec.data_store_overrides.clone().unwrap_or_default();
     let mut overrides = Vec::new();
+    let mut override_datastores = Vec::new();
     for o in &spec_overrides {
-        let ds = match fetch::datastore(ctx, &o.data_store).await? {
-            Some(ds) => Some(fetch::resolve(ctx, &ds).await?),
+        let ds = fetch::datastore(ctx, &o.data_store).await?;
+        let resolved = match &ds {
+            Some(ds) => Some(fetch::resolve(ctx, ds).await?),
             None => None,
         };
-        overrides.push((o.clone(), ds));
+        overrides.push((o.clone(), resolved));
+        override_datastores.push(ds);
     }
     let overrides_problem = build::validate_overrides(&primary, &overrides).err();
     let config_name = build::config_secret_name(tcp);
@@ -355,11 +358,15 @@ async fn provision(
     if let Some(problem) = overrides_problem {
         return Err(problem);
     }
-    for (o, ds) in &overrides {
-        let Some(ds) = ds else { continue };
+    for ((o, ds), datastore) in overrides.iter().zip(&override_datastores) {
+        let (Some(ds), Some(datastore)) = (ds, datastore) else {
+            continue;
+        };
         let override_space = TenantSpace::new(&schema, &user)?;
         if !skip {
-            build::driver(ds)?.provision(&override_space).await?;
+            // the DataStore's kept driver, as for the primary
+            let (_, driver) = fetch::driver(ctx, datastore).await?;
+            driver.provision(&override_space).await?;
         }
         let previous = storage.overrides.iter().find(|r| r.resource == o.resource);
         let entry = OverrideStorageStatus {

@@ -85,7 +85,7 @@ impl fmt::Debug for EtcdSettings {
 }
 
 /// The etcd driver. It keeps one gRPC client (one TLS connection, multiplexed) from its first
-/// request on, and drops it after a transport failure.
+/// request on, and drops it after a transient failure.
 pub struct EtcdDriver {
     settings: EtcdSettings,
     ca: TinyCa,
@@ -178,15 +178,11 @@ impl EtcdDriver {
             .map_err(|e| self.error("connect", e))
     }
 
-    /// Maps an etcd-client error to a [`DatastoreError`], and drops the kept client when the error
-    /// was the connection's, so that the next request reconnects.
+    /// Maps an etcd-client error to a [`DatastoreError`], and drops the kept client after a transient
+    /// one, so that the next request reconnects (a permanent one needs new settings, hence a new driver).
     fn error(&self, operation: &'static str, error: etcd_client::Error) -> DatastoreError {
         let mapped = self.map_error(operation, error);
-        if matches!(
-            mapped,
-            DatastoreError::Unreachable { .. } | DatastoreError::Timeout { .. }
-        ) || matches!(&mapped, DatastoreError::InvalidConfig { message, .. } if message.starts_with("TLS"))
-        {
+        if mapped.is_transient() {
             *self.kept_client() = None;
         }
         mapped
