@@ -6,6 +6,7 @@
 )]
 
 mod api;
+mod attack_matrix;
 mod controller;
 mod crds;
 mod datastore;

@@ -1,0 +1,1 @@
+//! Attacks on a shared DataStore through the TenantControlPlane spec and status.

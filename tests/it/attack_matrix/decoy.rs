@@ -1,0 +1,1 @@
+//! Attacks on the sync worker's status-back through a decoy TenantControlPlane.
