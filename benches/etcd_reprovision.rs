@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use futures::{StreamExt as _, stream};
 use tenantplane::{
-    datastore::{Driver as _, TenantSpace, etcd::EtcdDriver},
+    datastore::{Driver as _, Owner, TenantSpace, etcd::EtcdDriver},
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
@@ -41,7 +41,10 @@ async fn wave(driver: &EtcdDriver, etcd: &LocalEtcd, n: usize) -> (f64, f64) {
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| async move {
             let name = format!("tenant_{i}");
-            let space = TenantSpace::new(&name, &name).unwrap();
+            // The same owner in both waves, as a running TenantControlPlane keeps its UID.
+            let uid = format!("00000000-0000-4000-8000-{i:012}");
+            let owner = Owner::new(&uid, "bench", &format!("cp-{i}")).unwrap();
+            let space = TenantSpace::new(&name, &name, owner).unwrap();
             driver.provision(&space).await.unwrap();
         })
         .await;

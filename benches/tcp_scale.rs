@@ -35,7 +35,7 @@ use kube::{
 use serde_json::json;
 use tenantplane::{
     controller::{TCP_FINALIZER, tcp_workload::STATUS_MANAGER, workload},
-    datastore::{Driver as _, TenantSpace, etcd::EtcdDriver},
+    datastore::{Driver as _, Owner, TenantSpace, etcd::EtcdDriver},
     k8s::crd::{DataStore, TenantControlPlane},
     localenv::{
         self,
@@ -153,7 +153,13 @@ impl WholeJob<'_> {
         tcps.patch(&name, &PatchParams::default(), &Patch::Merge(&finalizer))
             .await
             .unwrap();
-        let space = TenantSpace::new(format!("whole_{name}"), format!("whole_{name}")).unwrap();
+        let uid = created.metadata.uid.clone().unwrap();
+        let space = TenantSpace::new(
+            format!("whole_{name}"),
+            format!("whole_{name}"),
+            Owner::new(&uid, &created.namespace().unwrap(), &name).unwrap(),
+        )
+        .unwrap();
         self.driver.provision(&space).await.unwrap();
         let owner = created.controller_owner_ref(&()).unwrap();
         let meta = |suffix: String| kube::api::ObjectMeta {

@@ -18,7 +18,7 @@ use super::{Error, MANAGED_BY_LABEL};
 use crate::{
     config::Secret as Sealed,
     datastore::{
-        AnyDriver, ClientTls, DatastoreError, DriverKind, SqlSettings, TenantCredentials, TenantSpace,
+        AnyDriver, ClientTls, DatastoreError, DriverKind, Owner, SqlSettings, TenantCredentials, TenantSpace,
         etcd::{EtcdDriver, EtcdSettings},
         mysql::MySqlDriver,
         nats::{NatsDriver, NatsSettings},
@@ -431,6 +431,29 @@ pub fn tenant_names(tcp: &TenantControlPlane) -> Result<(String, String), Error>
             tcp.spec.data_store_username.as_ref(),
         ),
     ))
+}
+
+/// Schema and user as the spec names them (else the UID), ignoring status.
+pub fn spec_names(tcp: &TenantControlPlane) -> Result<(String, String), Error> {
+    let uid = tcp.uid().ok_or(Error::MissingObjectKey(".metadata.uid"))?;
+    let pick = |spec: Option<&String>| {
+        spec.filter(|s| !s.is_empty())
+            .cloned()
+            .unwrap_or_else(|| uid.clone())
+    };
+    Ok((
+        pick(tcp.spec.data_store_schema.as_ref()),
+        pick(tcp.spec.data_store_username.as_ref()),
+    ))
+}
+
+/// The owner of the tenant's datastore names: the TenantControlPlane's UID and `namespace/name`.
+pub fn datastore_owner(tcp: &TenantControlPlane) -> Result<Owner, Error> {
+    let uid = tcp.uid().ok_or(Error::MissingObjectKey(".metadata.uid"))?;
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    Ok(Owner::new(&uid, &namespace, &tcp.name_any())?)
 }
 
 /// For a NATS DataStore: the other TenantControlPlane that holds it, if any. The holder is one whose
@@ -981,7 +1004,7 @@ mod tests {
     #[test]
     fn config_secret_carries_upstreams_kine_environment_and_is_owned_by_the_tcp() {
         let t = tcp("ns", "cp", "uid-1");
-        let space = TenantSpace::from_uid("uid-1").unwrap();
+        let space = TenantSpace::from_owner(Owner::new("uid-1", "ns", "cp").unwrap()).unwrap();
         let creds = TenantCredentials::Sql(SqlCredentials {
             user: "uid-1".into(),
             password: Sealed::new("pw".into()),

@@ -283,7 +283,11 @@ async fn provision(
         version(&existing_config).as_deref(),
         version(&existing_certificate).as_deref(),
     );
-    let mut space = TenantSpace::new(&schema, &user)?;
+    let owner = build::datastore_owner(tcp)?;
+    let mut space = TenantSpace::new(&schema, &user, owner.clone())?;
+    let endpoint = primary.endpoints.join(",");
+    ctx.owners
+        .check(&primary_name, driver.kind(), &endpoint, &space)?;
     if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
         space = space.with_password(password);
     }
@@ -294,6 +298,7 @@ async fn provision(
         None => {
             ctx.record_provisioned(&cache_key, None);
             let credentials = driver.provision(&space).await?;
+            ctx.owners.record(&primary_name, &space);
             let keep_certificate = match &credentials {
                 TenantCredentials::Etcd(c) => {
                     build::reusable_certificate(existing_certificate.as_ref(), &c.ca_cert_pem, &user)
@@ -362,11 +367,14 @@ async fn provision(
         let (Some(ds), Some(datastore)) = (ds, datastore) else {
             continue;
         };
-        let override_space = TenantSpace::new(&schema, &user)?;
+        let override_space = TenantSpace::new(&schema, &user, owner.clone())?;
         if !skip {
             // the DataStore's kept driver, as for the primary
             let (_, driver) = fetch::driver(ctx, datastore).await?;
+            ctx.owners
+                .check(&ds.name, driver.kind(), &ds.endpoints.join(","), &override_space)?;
             driver.provision(&override_space).await?;
+            ctx.owners.record(&ds.name, &override_space);
         }
         let previous = storage.overrides.iter().find(|r| r.resource == o.resource);
         let entry = OverrideStorageStatus {
@@ -430,9 +438,13 @@ async fn provision(
     })
 }
 
-fn space_of(setup: Option<&crate::k8s::crd::SetupStatus>) -> Option<TenantSpace> {
+/// The names recorded in `setup`, owned by `tcp`. Status is writable by more people than the
+/// datastore is, so these are only candidates: the drivers remove what their markers attribute to
+/// this TenantControlPlane's UID, nothing else.
+fn space_of(tcp: &TenantControlPlane, setup: Option<&crate::k8s::crd::SetupStatus>) -> Option<TenantSpace> {
     let setup = setup?;
-    TenantSpace::new(setup.schema.clone()?, setup.user.clone()?).ok()
+    let owner = build::datastore_owner(tcp).ok()?;
+    TenantSpace::new(setup.schema.clone()?, setup.user.clone()?, owner).ok()
 }
 
 async fn deprovision_override(
@@ -440,7 +452,7 @@ async fn deprovision_override(
     tcp: &TenantControlPlane,
     o: &OverrideStorageStatus,
 ) -> Result<(), Error> {
-    let (Some(name), Some(space)) = (o.data_store_name.as_deref(), space_of(o.setup.as_ref())) else {
+    let (Some(name), Some(space)) = (o.data_store_name.as_deref(), space_of(tcp, o.setup.as_ref())) else {
         return Ok(());
     };
     deprovision_on(ctx, tcp, name, &space).await
@@ -467,7 +479,19 @@ async fn deprovision_on(
         return Ok(());
     };
     let (_, driver) = fetch::driver(ctx, &ds).await?;
-    driver.deprovision(space).await?;
+    let outcome = driver.deprovision(space).await?;
+    ctx.owners.forget(name, space);
+    if !outcome.left_alone.is_empty() {
+        ctx.warn(
+            tcp,
+            "DataStoreNamesLeftAlone",
+            &format!(
+                "on DataStore {name}, left alone what this TenantControlPlane does not own: {}",
+                outcome.left_alone.join("; ")
+            ),
+        )
+        .await;
+    }
     Ok(())
 }
 
@@ -486,8 +510,18 @@ async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     let Some(primary) = primary else {
         return Ok(());
     };
-    let space = match space_of(storage.setup.as_ref()) {
-        Some(space) => space,
+    let space = match space_of(tcp, storage.setup.as_ref()) {
+        Some(recorded) => {
+            // Status may have been edited: also remove what the spec names (markers decide, so
+            // neither list can reach another tenant's names).
+            let (schema, user) = build::spec_names(tcp)?;
+            if let Ok(named) = TenantSpace::new(schema, user, build::datastore_owner(tcp)?)
+                && named != recorded
+            {
+                deprovision_on(ctx, tcp, &primary, &named).await?;
+            }
+            recorded
+        }
         None => {
             // Not recorded. If the config Secret exists, provisioning succeeded but the status write did
             // not: clean what it would be. Otherwise nothing was ever provisioned (e.g. the DataStore was
@@ -502,7 +536,7 @@ async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
                 return Ok(());
             }
             let (schema, user) = build::tenant_names(tcp)?;
-            let Ok(space) = TenantSpace::new(schema, user) else {
+            let Ok(space) = TenantSpace::new(schema, user, build::datastore_owner(tcp)?) else {
                 return Ok(());
             };
             // A NATS DataStore held by another TenantControlPlane has nothing of this one's.

@@ -17,6 +17,7 @@ pub mod datastores;
 pub mod fetch;
 pub mod leader;
 pub mod metrics;
+pub mod owners;
 pub mod status;
 pub mod tcp_workload;
 pub mod used_by;
@@ -204,6 +205,8 @@ pub struct Context {
     pub caches: cache::Caches,
     /// Which TenantControlPlanes use each DataStore (from the TenantControlPlane watch).
     pub used_by: used_by::UsedBy,
+    /// Datastore names whose owner the datastore confirmed.
+    pub owners: owners::Owners,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -249,6 +252,7 @@ impl Context {
             status_written: std::sync::Mutex::new(HashMap::new()),
             caches: cache::Caches::default(),
             used_by: used_by::UsedBy::default(),
+            owners: owners::Owners::default(),
         }
     }
 

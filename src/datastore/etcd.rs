@@ -3,6 +3,11 @@
 //! `/cp-a/` from covering `/cp-aa/...`). The tenant's kube-apiserver runs with `--etcd-prefix=/<schema>`
 //! and a client certificate this driver mints with the DataStore's CA key.
 //!
+//! Ownership markers live under `tenantplane.io/owner/{schema,user}/<name>` (no leading `/`, so outside
+//! every tenant's range, readable and writable by root only) and are claimed with a put-if-absent
+//! transaction. A newly claimed schema must have no role and no keys yet, a newly claimed user no etcd
+//! user: an existing, unmarked one is never adopted.
+//!
 //! The driver talks gRPC with the DataStore's client certificate (etcd's JSON gateway ignores
 //! certificate CNs). Provisioning converges: it revokes permissions of the role other than the tenant's
 //! range and roles of the user other than `<schema>`, and changes nothing when nothing differs (etcd
@@ -13,13 +18,13 @@
 use std::{fmt, time::Duration};
 
 use etcd_client::{
-    Certificate, Client, ConnectOptions, DeleteOptions, Identity, Permission, PermissionType,
-    RoleRevokePermissionOptions, TlsOptions, UserAddOptions,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, Identity, Permission,
+    PermissionType, RoleRevokePermissionOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, UserAddOptions,
 };
 
 use super::{
-    DEFAULT_TIMEOUT, DatastoreError, Driver, DriverKind, EtcdCredentials, TenantCredentials, TenantSpace,
-    refuse_reserved, split_host_port, with_timeout,
+    Claim, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, EtcdCredentials, Owner,
+    TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
 use crate::{
     config::Secret,
@@ -106,6 +111,11 @@ impl fmt::Debug for EtcdDriver {
 /// The key prefix of a schema, `/<schema>/`.
 pub fn prefix(schema: &str) -> String {
     format!("/{schema}/")
+}
+
+/// The ownership marker key of a schema (`field` = `schema`) or user (`field` = `user`).
+pub fn marker_key(field: &str, name: &str) -> String {
+    format!("tenantplane.io/owner/{field}/{name}")
 }
 
 /// The end of the key range that starts with `prefix` (etcd's `range_end`).
@@ -267,6 +277,132 @@ impl EtcdDriver {
         refuse_reserved("user", tenant.user(), &["root"], &[])
     }
 
+    /// Claims `field` `name` for `owner` in one put-if-absent transaction: a concurrent claim by
+    /// another owner wins, and this one is refused.
+    async fn claim(
+        &self,
+        client: &mut Client,
+        field: &'static str,
+        name: &str,
+        owner: &Owner,
+    ) -> Result<(), DatastoreError> {
+        let key = marker_key(field, name);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), owner.marker(), None)])
+            .or_else([TxnOp::get(key, None)]);
+        let response = client
+            .txn(txn)
+            .await
+            .map_err(|e| self.error("claim the tenant name", e))?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        match owner.judge(marker_value(&response).as_deref()) {
+            Claim::Ours => Ok(()),
+            Claim::Other(other) => Err(self.taken(field, name, &other)),
+            Claim::Unmarked => Err(self.foreign(format!(
+                "the ownership marker of {field} {name:?} is not readable"
+            ))),
+        }
+    }
+
+    /// The owner recorded for `field` `name`, as a [`Claim`] of `owner`; `None` when unclaimed.
+    async fn read_claim(
+        &self,
+        client: &mut Client,
+        field: &'static str,
+        name: &str,
+        owner: &Owner,
+    ) -> Result<Option<Claim>, DatastoreError> {
+        let response = client
+            .get(marker_key(field, name), None)
+            .await
+            .map_err(|e| self.error("read the ownership marker", e))?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        Ok(Some(owner.judge(kv.value_str().ok())))
+    }
+
+    fn taken(&self, field: &'static str, name: &str, owner: &Owner) -> DatastoreError {
+        DatastoreError::NameTaken {
+            driver: KIND,
+            endpoint: self.endpoint_label.clone(),
+            field,
+            name: name.to_string(),
+            owner: owner.tcp().to_string(),
+        }
+    }
+
+    fn foreign(&self, message: String) -> DatastoreError {
+        DatastoreError::ForeignObject {
+            driver: KIND,
+            endpoint: self.endpoint_label.clone(),
+            message,
+        }
+    }
+
+    /// Claims the schema and the user for the tenant's owner. A name nobody claimed yet must not exist
+    /// (no role and no keys for the schema, no etcd user for the user): an unmarked existing one is never
+    /// adopted. The check comes before the claim, so a claim always means "checked".
+    async fn claim_names(&self, client: &mut Client, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let (schema, user, owner) = (tenant.schema(), tenant.user(), tenant.owner());
+        let names = [("schema", schema), ("user", user)];
+        for (field, name) in names {
+            match self.read_claim(client, field, name, owner).await? {
+                Some(Claim::Ours) => continue,
+                Some(Claim::Other(other)) => return Err(self.taken(field, name, &other)),
+                Some(Claim::Unmarked) => {
+                    return Err(self.foreign(format!(
+                        "the ownership marker of {field} {name:?} is not readable"
+                    )));
+                }
+                None => {}
+            }
+            if let Some(what) = self.unmarked_existing(client, field, name).await? {
+                return Err(self.foreign(format!(
+                    "{what} exists but was not created for this TenantControlPlane"
+                )));
+            }
+            self.claim(client, field, name, owner).await?;
+        }
+        Ok(())
+    }
+
+    /// What already exists under an unclaimed name: the etcd role or keys of a schema, the etcd user.
+    async fn unmarked_existing(
+        &self,
+        client: &mut Client,
+        field: &'static str,
+        name: &str,
+    ) -> Result<Option<String>, DatastoreError> {
+        if field == "user" {
+            let found = ignore(client.user_get(name).await, "etcdserver: user name not found")
+                .map_err(|e| self.error("look up the tenant user", e))?;
+            return Ok(found.then(|| format!("etcd user {name:?}")));
+        }
+        let found = ignore(client.role_get(name).await, "etcdserver: role name not found")
+            .map_err(|e| self.error("look up the tenant role", e))?;
+        if found {
+            return Ok(Some(format!("etcd role {name:?}")));
+        }
+        Ok(self
+            .has_keys(client, name)
+            .await?
+            .then(|| format!("data under {}", prefix(name))))
+    }
+
+    /// Whether any key exists under the schema's prefix.
+    async fn has_keys(&self, client: &mut Client, schema: &str) -> Result<bool, DatastoreError> {
+        let options = GetOptions::new().with_prefix().with_count_only();
+        let response = client
+            .get(prefix(schema), Some(options))
+            .await
+            .map_err(|e| self.error("count the keys under the tenant prefix", e))?;
+        Ok(response.count() > 0)
+    }
+
     async fn provision_inner(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
         let (schema, user) = (tenant.schema(), tenant.user());
         let prefix = prefix(schema);
@@ -275,6 +411,7 @@ impl EtcdDriver {
 
         // A user or role this call created holds nothing yet, so only existing ones are read back
         // (etcd serializes auth reads through raft too).
+        self.claim_names(&mut client, tenant).await?;
         let user_is_new = ignore(
             client
                 .user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
@@ -364,20 +501,61 @@ impl EtcdDriver {
         }))
     }
 
-    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
-        let (schema, user) = (tenant.schema(), tenant.user());
+    /// Removes the user (if marked with the owner's UID), then the role and the keys (if the schema
+    /// is), then the markers: access goes first, so a running apiserver cannot write keys back.
+    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
+        let (schema, user, owner) = (tenant.schema(), tenant.user(), tenant.owner());
         let mut client = self.connect().await?;
-        ignore(client.user_delete(user).await, "etcdserver: user name not found")
-            .map_err(|e| self.error("delete the tenant user", e))?;
-        ignore(
-            client.role_delete(schema).await,
-            "etcdserver: role name not found",
-        )
-        .map_err(|e| self.error("delete the tenant role", e))?;
+        let mut outcome = Deprovisioned::default();
+        let user_claim = self.read_claim(&mut client, "user", user, owner).await?;
+        let schema_claim = self.read_claim(&mut client, "schema", schema, owner).await?;
+        match &user_claim {
+            Some(Claim::Ours) => {
+                ignore(client.user_delete(user).await, "etcdserver: user name not found")
+                    .map_err(|e| self.error("delete the tenant user", e))?;
+            }
+            Some(other) => outcome.note("user", user, other),
+            None => {}
+        }
+        match &schema_claim {
+            Some(Claim::Ours) => {
+                ignore(
+                    client.role_delete(schema).await,
+                    "etcdserver: role name not found",
+                )
+                .map_err(|e| self.error("delete the tenant role", e))?;
+                client
+                    .delete(prefix(schema), Some(DeleteOptions::new().with_prefix()))
+                    .await
+                    .map_err(|e| self.error("delete the tenant keys", e))?;
+            }
+            Some(other) => outcome.note("schema", schema, other),
+            None => {}
+        }
+        for (field, name, claim) in [("user", user, &user_claim), ("schema", schema, &schema_claim)] {
+            if claim == &Some(Claim::Ours) {
+                self.drop_marker(&mut client, field, name, owner).await?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Deletes the owner's marker of `field` `name` (only while it is the owner's).
+    async fn drop_marker(
+        &self,
+        client: &mut Client,
+        field: &'static str,
+        name: &str,
+        owner: &Owner,
+    ) -> Result<(), DatastoreError> {
+        let key = marker_key(field, name);
+        let txn = Txn::new()
+            .when([Compare::value(key.clone(), CompareOp::Equal, owner.marker())])
+            .and_then([TxnOp::delete(key, None)]);
         client
-            .delete(prefix(schema), Some(DeleteOptions::new().with_prefix()))
+            .txn(txn)
             .await
-            .map_err(|e| self.error("delete the tenant keys", e))?;
+            .map_err(|e| self.error("delete the ownership marker", e))?;
         Ok(())
     }
 }
@@ -419,7 +597,7 @@ impl Driver for EtcdDriver {
         .await
     }
 
-    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         Self::check_names(tenant)?;
         with_timeout(
             KIND,
@@ -430,6 +608,17 @@ impl Driver for EtcdDriver {
         )
         .await
     }
+}
+
+/// The value of the marker read by the `or_else` branch of a claim transaction.
+fn marker_value(response: &etcd_client::TxnResponse) -> Option<String> {
+    response.op_responses().into_iter().find_map(|op| match op {
+        TxnOpResponse::Get(get) => get
+            .kvs()
+            .first()
+            .and_then(|kv| kv.value_str().ok().map(str::to_string)),
+        _ => None,
+    })
 }
 
 /// Treats the etcd error whose message is `benign` (e.g. "already exists") as success.
@@ -507,9 +696,10 @@ mod tests {
 
     #[test]
     fn root_is_not_a_tenant_name() {
-        let err = EtcdDriver::check_names(&TenantSpace::new("root", "t").unwrap()).unwrap_err();
+        let owner = crate::datastore::tests::owner;
+        let err = EtcdDriver::check_names(&TenantSpace::new("root", "t", owner()).unwrap()).unwrap_err();
         assert_eq!(err.reason(), "TenantNameInvalid");
-        assert!(EtcdDriver::check_names(&TenantSpace::new("t", "ROOT").unwrap()).is_err());
+        assert!(EtcdDriver::check_names(&TenantSpace::new("t", "ROOT", owner()).unwrap()).is_err());
     }
 
     #[test]

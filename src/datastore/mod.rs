@@ -8,9 +8,16 @@
 //! - [`mysql::MySqlDriver`]: a database and a user with the privileges kine needs on it only;
 //! - [`nats::NatsDriver`]: a JetStream KV bucket for kine; one tenant per NATS server.
 //!
-//! Every operation is idempotent and opens its own short-lived connection with the root credentials
-//! (a reconcile touches a datastore rarely; no pool is kept). Errors are [`DatastoreError`]s that tell
-//! transient from permanent failures and never carry passwords or keys.
+//! Every operation is idempotent. Errors are [`DatastoreError`]s that tell transient from permanent
+//! failures and never carry passwords or keys.
+//!
+//! **Ownership.** Every name a tenant holds (schema and user) is owned by exactly one
+//! TenantControlPlane UID ([`Owner`]), recorded in the datastore itself next to the name: an etcd key
+//! outside every tenant's range, `COMMENT ON ROLE/DATABASE` in PostgreSQL, a registry table in
+//! MySQL/MariaDB, the bucket description in NATS. Provisioning claims a free name atomically, works on a
+//! name marked with the caller's UID, and refuses a name marked with another UID
+//! ([`DatastoreError::NameTaken`]) or an existing name without a marker ([`DatastoreError::ForeignObject`]:
+//! never adopted). Deprovisioning removes only what is marked with the caller's UID.
 
 pub mod etcd;
 pub mod mysql;
@@ -43,8 +50,12 @@ pub trait Driver: Send + Sync {
         tenant: &TenantSpace,
     ) -> impl Future<Output = Result<TenantCredentials, DatastoreError>> + Send;
 
-    /// Removes exactly this tenant's space and user; what is already gone is fine.
-    fn deprovision(&self, tenant: &TenantSpace) -> impl Future<Output = Result<(), DatastoreError>> + Send;
+    /// Removes this tenant's space and user where they are marked with the tenant's owner; what is
+    /// already gone is fine, and what belongs to anybody else is left alone and reported.
+    fn deprovision(
+        &self,
+        tenant: &TenantSpace,
+    ) -> impl Future<Output = Result<Deprovisioned, DatastoreError>> + Send;
 }
 
 /// The datastore backends, spelled as Kamaji's `DataStore.spec.driver`.
@@ -78,7 +89,116 @@ impl fmt::Display for DriverKind {
     }
 }
 
-/// A tenant's space (SQL database, etcd key prefix `/<schema>/`, NATS bucket) and user on a datastore.
+/// The TenantControlPlane that owns a tenant's names on a datastore: its UID decides, its
+/// `namespace/name` is recorded for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    uid: String,
+    tcp: String,
+}
+
+/// The start of every ownership marker.
+const MARKER_PREFIX: &str = "tenantplane.io/owner";
+
+impl Owner {
+    /// The owner with this UID and `namespace`/`name` (UIDs are `[A-Za-z0-9-]`, names DNS labels).
+    pub fn new(uid: &str, namespace: &str, name: &str) -> Result<Self, DatastoreError> {
+        let invalid = |field: &'static str, value: &str| DatastoreError::InvalidName {
+            field,
+            value: value.chars().take(80).collect(),
+            reason: "an owner's UID, namespace and name are 1 to 253 characters of [a-z0-9.-]".into(),
+        };
+        let fits = |v: &str, extra: u8| {
+            !v.is_empty()
+                && v.len() <= 253
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == extra)
+        };
+        if !fits(uid, b'-') {
+            return Err(invalid("owner uid", uid));
+        }
+        if !fits(namespace, b'.') || !fits(name, b'.') {
+            return Err(invalid("owner name", &format!("{namespace}/{name}")));
+        }
+        Ok(Self {
+            uid: uid.to_string(),
+            tcp: format!("{namespace}/{name}"),
+        })
+    }
+
+    /// The owning TenantControlPlane's UID.
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    /// The owning TenantControlPlane as `namespace/name`.
+    pub fn tcp(&self) -> &str {
+        &self.tcp
+    }
+
+    /// The marker text recorded with each owned name: `tenantplane.io/owner uid=<uid> tcp=<ns>/<name>`.
+    pub fn marker(&self) -> String {
+        format!("{MARKER_PREFIX} uid={} tcp={}", self.uid, self.tcp)
+    }
+
+    /// Parses a marker written by [`Owner::marker`]; `None` for any other text.
+    pub fn from_marker(text: &str) -> Option<Self> {
+        let rest = text.trim().strip_prefix(MARKER_PREFIX)?;
+        let mut parts = rest.split_whitespace();
+        let uid = parts.next()?.strip_prefix("uid=")?;
+        let (namespace, name) = parts.next()?.strip_prefix("tcp=")?.split_once('/')?;
+        if parts.next().is_some() {
+            return None;
+        }
+        Self::new(uid, namespace, name).ok()
+    }
+
+    /// How a name whose recorded marker is `marker` (none: unmarked) stands towards this owner.
+    pub fn judge(&self, marker: Option<&str>) -> Claim {
+        match marker.and_then(Owner::from_marker) {
+            Some(owner) if owner.uid == self.uid => Claim::Ours,
+            Some(owner) => Claim::Other(owner),
+            None => Claim::Unmarked,
+        }
+    }
+}
+
+/// How an existing name stands towards an [`Owner`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Marked with the owner's UID.
+    Ours,
+    /// Marked with another TenantControlPlane's UID.
+    Other(Owner),
+    /// Exists without a marker (or with one this code did not write): never adopted, never deleted.
+    Unmarked,
+}
+
+/// What deprovisioning left alone because it is not marked with the caller's UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deprovisioned {
+    /// One sentence per name left alone, e.g. `user "u" belongs to TenantControlPlane ns/name`.
+    pub left_alone: Vec<String>,
+}
+
+impl Deprovisioned {
+    /// Records that `field` `name` was left alone because of `claim` (nothing for [`Claim::Ours`]).
+    pub(crate) fn note(&mut self, field: &str, name: &str, claim: &Claim) {
+        match claim {
+            Claim::Ours => {}
+            Claim::Other(owner) => self.left_alone.push(format!(
+                "{field} {name:?} belongs to TenantControlPlane {}",
+                owner.tcp()
+            )),
+            Claim::Unmarked => self.left_alone.push(format!(
+                "{field} {name:?} has no ownership marker of this TenantControlPlane"
+            )),
+        }
+    }
+}
+
+/// A tenant's space (SQL database, etcd key prefix `/<schema>/`, NATS bucket) and user on a datastore,
+/// and the TenantControlPlane that owns both.
 ///
 /// Both names default to the TenantControlPlane's UID (Kamaji's rule). Names are 1 to 63 characters of
 /// `[A-Za-z0-9_.-]`: this covers UIDs and Kamaji's historical `<namespace>_<name>` names, and keeps `/`
@@ -88,6 +208,7 @@ impl fmt::Display for DriverKind {
 pub struct TenantSpace {
     schema: String,
     user: String,
+    owner: Owner,
     password: Option<Secret<String>>,
 }
 
@@ -96,14 +217,19 @@ impl fmt::Debug for TenantSpace {
         f.debug_struct("TenantSpace")
             .field("schema", &self.schema)
             .field("user", &self.user)
+            .field("owner", &self.owner)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .finish()
     }
 }
 
 impl TenantSpace {
-    /// A tenant with the given schema and user names.
-    pub fn new(schema: impl Into<String>, user: impl Into<String>) -> Result<Self, DatastoreError> {
+    /// A tenant with the given schema and user names, owned by `owner`.
+    pub fn new(
+        schema: impl Into<String>,
+        user: impl Into<String>,
+        owner: Owner,
+    ) -> Result<Self, DatastoreError> {
         let schema = schema.into();
         let user = user.into();
         validate_name("schema", &schema)?;
@@ -111,13 +237,20 @@ impl TenantSpace {
         Ok(Self {
             schema,
             user,
+            owner,
             password: None,
         })
     }
 
-    /// A tenant whose schema and user are both its TenantControlPlane UID.
-    pub fn from_uid(uid: &str) -> Result<Self, DatastoreError> {
-        Self::new(uid, uid)
+    /// A tenant whose schema and user are both the owner's UID (Kamaji's default).
+    pub fn from_owner(owner: Owner) -> Result<Self, DatastoreError> {
+        let uid = owner.uid().to_string();
+        Self::new(uid.clone(), uid, owner)
+    }
+
+    /// The TenantControlPlane that owns the schema and the user.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// Keeps the SQL password stable: [`Driver::provision`] sets this password (also on an existing
@@ -402,8 +535,27 @@ pub enum DatastoreError {
         /// The bucket this tenant would get.
         requested: String,
     },
-    /// An object with the tenant's name exists but does not belong to the tenant (e.g. a database owned
-    /// by another role), so it was left alone. Permanent until someone looks.
+    /// Another TenantControlPlane owns the tenant's schema or user on this datastore (its ownership
+    /// marker says so), so this one gets no credentials for it. Permanent.
+    #[error(
+        "{driver} datastore at {endpoint}: {field} {name:?} belongs to TenantControlPlane {owner}; \
+         this TenantControlPlane gets no access to it (choose another spec.dataStoreSchema/dataStoreUsername)"
+    )]
+    NameTaken {
+        /// The backend.
+        driver: DriverKind,
+        /// The endpoint.
+        endpoint: String,
+        /// `schema` or `user`.
+        field: &'static str,
+        /// The name.
+        name: String,
+        /// `namespace/name` of the owner.
+        owner: String,
+    },
+    /// An object with the tenant's name exists but does not belong to the tenant (no ownership marker
+    /// of its TenantControlPlane: another application's, or the DataStore's own), so it was left alone.
+    /// Permanent until someone looks.
     #[error("{driver} datastore at {endpoint}: {message}; left it alone")]
     ForeignObject {
         /// The backend.
@@ -438,6 +590,7 @@ impl DatastoreError {
             DatastoreError::InvalidConfig { .. } => "DataStoreInvalidConfig",
             DatastoreError::InvalidName { .. } => "TenantNameInvalid",
             DatastoreError::NatsInUse { .. } => "NatsDataStoreInUse",
+            DatastoreError::NameTaken { .. } => "DataStoreNameTaken",
             DatastoreError::ForeignObject { .. } => "DataStoreForeignObject",
             DatastoreError::Backend { .. } => "DataStoreError",
         }
@@ -540,7 +693,7 @@ impl Driver for AnyDriver {
         }
     }
 
-    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         match self {
             AnyDriver::Etcd(d) => d.deprovision(tenant).await,
             AnyDriver::Postgres(d) => d.deprovision(tenant).await,
@@ -551,15 +704,46 @@ impl Driver for AnyDriver {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// An owner for unit tests.
+    pub(crate) fn owner() -> Owner {
+        Owner::new("3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7", "tp-acme", "prod").unwrap()
+    }
 
     #[test]
     fn a_uid_is_a_valid_schema_and_user() {
-        let tenant = TenantSpace::from_uid("3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7").unwrap();
+        let tenant = TenantSpace::from_owner(owner()).unwrap();
         assert_eq!(tenant.schema(), "3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7");
         assert_eq!(tenant.user(), "3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7");
-        assert!(TenantSpace::new("default_my-cp.v2", "default_my-cp").is_ok());
+        assert!(TenantSpace::new("default_my-cp.v2", "default_my-cp", owner()).is_ok());
+    }
+
+    #[test]
+    fn markers_round_trip_and_judge_by_uid_only() {
+        let mine = owner();
+        assert_eq!(
+            mine.marker(),
+            "tenantplane.io/owner uid=3f8a1c2e-5b7d-4e9f-a0b1-c2d3e4f5a6b7 tcp=tp-acme/prod"
+        );
+        assert_eq!(Owner::from_marker(&mine.marker()), Some(mine.clone()));
+        // Same namespace/name, another UID (a re-created TenantControlPlane): not ours.
+        let again = Owner::new("9b1d0000-0000-4000-8000-000000000001", "tp-acme", "prod").unwrap();
+        assert_eq!(mine.judge(Some(&again.marker())), Claim::Other(again.clone()));
+        assert_eq!(mine.judge(Some(&mine.marker())), Claim::Ours);
+        for unmarked in [
+            None,
+            Some(""),
+            Some("my database"),
+            Some("tenantplane.io/owner uid=x"),
+            Some("tenantplane.io/owner uid=a b tcp=ns/n"),
+            Some("tenantplane.io/owner uid=a tcp=ns/n extra"),
+        ] {
+            assert_eq!(mine.judge(unmarked), Claim::Unmarked, "{unmarked:?}");
+        }
+        assert!(Owner::new("a'b", "ns", "n").is_err());
+        assert!(Owner::new("a", "ns/x", "n").is_err());
     }
 
     #[test]
@@ -575,18 +759,18 @@ mod tests {
             "a\0b",
             &"x".repeat(64),
         ] {
-            let err = TenantSpace::new(bad, "user").unwrap_err();
+            let err = TenantSpace::new(bad, "user", owner()).unwrap_err();
             assert_eq!(err.reason(), "TenantNameInvalid", "{bad:?}");
             assert!(!err.is_transient());
-            let err = TenantSpace::new("schema", bad).unwrap_err();
+            let err = TenantSpace::new("schema", bad, owner()).unwrap_err();
             assert!(err.to_string().starts_with("invalid tenant user"), "{err}");
         }
-        assert!(TenantSpace::new("x".repeat(63), "u").is_ok());
+        assert!(TenantSpace::new("x".repeat(63), "u", owner()).is_ok());
     }
 
     #[test]
     fn debug_output_hides_the_password() {
-        let tenant = TenantSpace::from_uid("t1")
+        let tenant = TenantSpace::new("t1", "t1", owner())
             .unwrap()
             .with_password(Secret::new("hunter2-secret".into()));
         let debug = format!("{tenant:?}");

@@ -5,11 +5,15 @@
 //! - Bucket name: [`bucket_name`] of the schema, i.e. the schema with every character outside
 //!   `[A-Za-z0-9_-]` (NATS's bucket alphabet) replaced by `_`. A UID maps to itself, so kine's
 //!   `bucket=$(DB_SCHEMA)` from Kamaji still names the same bucket.
-//! - Bucket config: exactly what kine 0.17 creates (description [`KINE_BUCKET_DESCRIPTION`], history 10,
-//!   one replica), because kine calls `CreateKeyValue` on start and fails on a bucket whose config differs.
-//! - "Another tenant's bucket": a KV bucket (stream `KV_<name>`) with kine's description, which kine
-//!   itself and this driver give every kine bucket. Other streams and KV buckets on the server are not
-//!   tenants and are ignored. Provisioning refuses with [`DatastoreError::NatsInUse`] when such a bucket
+//! - Bucket config: what kine 0.17 creates (history 10, one replica); kine looks an existing bucket up
+//!   before it would create one, so the description may differ from its own.
+//! - Ownership marker: the bucket description, [`KINE_BUCKET_DESCRIPTION`] followed by `; ` and
+//!   [`super::Owner::marker`]. A bucket marked with another UID is refused
+//!   ([`DatastoreError::NameTaken`]); an unmarked kine bucket (made by a kine on its own, or by an older
+//!   version) is never adopted or deleted ([`DatastoreError::ForeignObject`]).
+//! - "Another tenant's bucket": a KV bucket (stream `KV_<name>`) whose description starts with kine's,
+//!   which kine itself and this driver give every kine bucket. Other streams and KV buckets on the
+//!   server are not tenants and are ignored. Provisioning refuses with [`DatastoreError::NatsInUse`] when such a bucket
 //!   with another name exists, before creating anything. Two tenants provisioned at the same moment are
 //!   settled after creation: the older bucket (by creation time, then name) stays, and the newer one is
 //!   deleted again and refused.
@@ -25,8 +29,8 @@ use async_nats::{
 use futures_util::StreamExt as _;
 
 use super::{
-    ClientTls, DEFAULT_TIMEOUT, DatastoreError, Driver, DriverKind, NatsCredentials, TenantCredentials,
-    TenantSpace, split_host_port, with_timeout,
+    Claim, ClientTls, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, NatsCredentials,
+    Owner, TenantCredentials, TenantSpace, split_host_port, with_timeout,
 };
 use crate::config::Secret;
 
@@ -88,11 +92,31 @@ pub fn bucket_name(schema: &str) -> String {
         .collect()
 }
 
+/// The description of a tenant's bucket: kine's, then the ownership marker.
+pub fn bucket_description(owner: &Owner) -> String {
+    format!("{KINE_BUCKET_DESCRIPTION}; {}", owner.marker())
+}
+
+/// Whether a stream description is a kine bucket's (kine's own, or [`bucket_description`]).
+fn is_kine(description: Option<&str>) -> bool {
+    description.is_some_and(|d| {
+        d == KINE_BUCKET_DESCRIPTION || d.starts_with(&format!("{KINE_BUCKET_DESCRIPTION}; "))
+    })
+}
+
+/// The marker of a kine bucket's description, if it carries one.
+fn marker_of(description: &str) -> Option<&str> {
+    description
+        .strip_prefix(KINE_BUCKET_DESCRIPTION)?
+        .strip_prefix("; ")
+}
+
 /// What stream `KV_<bucket>` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum BucketState {
     Absent,
-    Kine,
+    /// A kine bucket, with its marker (if any) judged against the caller.
+    Kine(Claim),
     Foreign,
 }
 
@@ -233,7 +257,7 @@ impl NatsDriver {
             let Some(name) = info.config.name.strip_prefix("KV_") else {
                 continue;
             };
-            if info.config.description.as_deref() == Some(KINE_BUCKET_DESCRIPTION) {
+            if is_kine(info.config.description.as_deref()) {
                 buckets.push(KineBucket {
                     name: name.to_string(),
                     created: info.created,
@@ -252,19 +276,21 @@ impl NatsDriver {
         }
     }
 
-    /// Whether stream `KV_<bucket>` exists, and whether it is a kine bucket.
+    /// Whether stream `KV_<bucket>` exists, whether it is a kine bucket, and whose.
     async fn bucket_state(
         &self,
         js: &jetstream::Context,
         bucket: &str,
+        owner: &Owner,
     ) -> Result<BucketState, DatastoreError> {
         match js.get_stream(format!("KV_{bucket}")).await {
-            Ok(stream)
-                if stream.cached_info().config.description.as_deref() == Some(KINE_BUCKET_DESCRIPTION) =>
-            {
-                Ok(BucketState::Kine)
+            Ok(stream) => {
+                let description = stream.cached_info().config.description.clone();
+                Ok(match description.as_deref() {
+                    Some(d) if is_kine(Some(d)) => BucketState::Kine(owner.judge(marker_of(d))),
+                    _ => BucketState::Foreign,
+                })
             }
-            Ok(_) => Ok(BucketState::Foreign),
             Err(e) if is_not_found(e.kind()) => Ok(BucketState::Absent),
             Err(e) => Err(self.backend("look up the tenant bucket", &e)),
         }
@@ -277,6 +303,25 @@ impl NatsDriver {
             message: format!(
                 "stream KV_{bucket} exists but is not a kine bucket (its description is not {KINE_BUCKET_DESCRIPTION:?})"
             ),
+        }
+    }
+
+    fn refused(&self, bucket: &str, claim: Claim) -> DatastoreError {
+        match claim {
+            Claim::Other(owner) => DatastoreError::NameTaken {
+                driver: KIND,
+                endpoint: self.endpoint_label.clone(),
+                field: "schema",
+                name: bucket.to_string(),
+                owner: owner.tcp().to_string(),
+            },
+            _ => DatastoreError::ForeignObject {
+                driver: KIND,
+                endpoint: self.endpoint_label.clone(),
+                message: format!(
+                    "kine bucket {bucket} exists but was not created for this TenantControlPlane"
+                ),
+            },
         }
     }
 
@@ -296,15 +341,16 @@ impl NatsDriver {
         if let Some(holder) = before.iter().find(|b| b.name != bucket) {
             return Err(self.in_use(&holder.name, &bucket));
         }
-        let created_now = match self.bucket_state(&js, &bucket).await? {
-            BucketState::Kine => false,
+        let created_now = match self.bucket_state(&js, &bucket, tenant.owner()).await? {
+            BucketState::Kine(Claim::Ours) => false,
+            BucketState::Kine(claim) => return Err(self.refused(&bucket, claim)),
             BucketState::Absent => true,
             BucketState::Foreign => return Err(self.foreign(&bucket)),
         };
         if created_now {
             js.create_key_value(jetstream::kv::Config {
                 bucket: bucket.clone(),
-                description: KINE_BUCKET_DESCRIPTION.into(),
+                description: bucket_description(tenant.owner()),
                 history: KINE_BUCKET_HISTORY,
                 num_replicas: 1,
                 ..Default::default()
@@ -328,14 +374,17 @@ impl NatsDriver {
         }))
     }
 
-    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let js = self.connect().await?;
         let bucket = bucket_name(tenant.schema());
-        match self.bucket_state(&js, &bucket).await? {
-            BucketState::Absent => Ok(()),
-            BucketState::Foreign => Err(self.foreign(&bucket)),
-            BucketState::Kine => self.delete_bucket(&js, &bucket).await,
+        let mut outcome = Deprovisioned::default();
+        match self.bucket_state(&js, &bucket, tenant.owner()).await? {
+            BucketState::Absent => {}
+            BucketState::Foreign => outcome.note("schema", &bucket, &Claim::Unmarked),
+            BucketState::Kine(Claim::Ours) => self.delete_bucket(&js, &bucket).await?,
+            BucketState::Kine(claim) => outcome.note("schema", &bucket, &claim),
         }
+        Ok(outcome)
     }
 }
 
@@ -373,7 +422,7 @@ impl Driver for NatsDriver {
         .await
     }
 
-    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         with_timeout(
             KIND,
             &self.endpoint_label,

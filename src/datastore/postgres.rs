@@ -6,8 +6,13 @@
 //! Statements that take names or passwords cannot use bind parameters (`CREATE ROLE`, `CREATE DATABASE`,
 //! ...), so names go through [`quote_ident`] and passwords through [`quote_literal`]; names are also
 //! validated by [`TenantSpace`]. Statement logging is off on these connections, and server messages are
-//! scrubbed of the password. The driver refuses to touch a database with the tenant's name that is owned
-//! by anybody but the tenant's role or the DataStore's user ([`DatastoreError::ForeignObject`]).
+//! scrubbed of the password.
+//!
+//! Ownership markers are `COMMENT ON ROLE` and `COMMENT ON DATABASE` ([`super::Owner::marker`]). A role
+//! is created together with its comment in one transaction; a database (which cannot be created inside
+//! a transaction) gets its comment right after creation, and an unmarked database owned by a role marked
+//! with the caller's UID is the caller's (only this driver makes tenant roles own databases). Any other
+//! existing role or database is never adopted, altered or dropped.
 //!
 //! The DataStore's user must be a superuser, or have `CREATEDB` and `CREATEROLE`; in the latter case the
 //! driver grants it membership in each tenant role, which `CREATE DATABASE ... OWNER`, `ALTER DATABASE
@@ -16,8 +21,8 @@
 use sqlx::{ConnectOptions, Connection, PgConnection, postgres::PgConnectOptions, postgres::PgSslMode};
 
 use super::{
-    DatastoreError, Driver, DriverKind, SqlCredentials, SqlSettings, TenantCredentials, TenantSpace,
-    refuse_reserved, split_host_port, sql, with_timeout,
+    Claim, DatastoreError, Deprovisioned, Driver, DriverKind, SqlCredentials, SqlSettings, TenantCredentials,
+    TenantSpace, refuse_reserved, split_host_port, sql, with_timeout,
 };
 
 const KIND: DriverKind = DriverKind::PostgreSql;
@@ -138,39 +143,167 @@ impl PostgresDriver {
         Ok(())
     }
 
-    /// The owner of database `schema`, if it exists.
-    async fn database_owner(
+    /// The comment (ownership marker) of role `user`; `None` when the role does not exist.
+    async fn role_marker(
+        &self,
+        conn: &mut PgConnection,
+        user: &str,
+    ) -> Result<Option<Option<String>>, DatastoreError> {
+        sqlx::query_scalar("select shobj_description(oid, 'pg_authid') from pg_roles where rolname = $1")
+            .bind(user)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| self.error("look up the tenant role", e, None))
+    }
+
+    /// The comment (ownership marker) and owner of database `schema`; `None` when it does not exist.
+    async fn database_marker(
         &self,
         conn: &mut PgConnection,
         schema: &str,
-    ) -> Result<Option<String>, DatastoreError> {
-        sqlx::query_scalar("select pg_get_userbyid(datdba)::text from pg_database where datname = $1")
-            .bind(schema)
-            .fetch_optional(conn)
-            .await
-            .map_err(|e| self.error("look up the tenant database", e, None))
+    ) -> Result<Option<(Option<String>, String)>, DatastoreError> {
+        sqlx::query_as(
+            "select shobj_description(oid, 'pg_database'), pg_get_userbyid(datdba)::text \
+             from pg_database where datname = $1",
+        )
+        .bind(schema)
+        .fetch_optional(conn)
+        .await
+        .map_err(|e| self.error("look up the tenant database", e, None))
     }
 
-    async fn refuse_foreign_owner(
-        &self,
-        conn: &mut PgConnection,
-        tenant: &TenantSpace,
-        owner: &str,
-    ) -> Result<(), DatastoreError> {
-        let me: String = sqlx::query_scalar("select current_user::text")
-            .fetch_one(conn)
-            .await
-            .map_err(|e| self.error("read the current user", e, None))?;
-        if owner != tenant.user() && owner != me {
-            return Err(DatastoreError::ForeignObject {
+    fn refused(&self, field: &'static str, name: &str, claim: Claim) -> Result<(), DatastoreError> {
+        match claim {
+            Claim::Ours => Ok(()),
+            Claim::Other(owner) => Err(DatastoreError::NameTaken {
+                driver: KIND,
+                endpoint: self.settings.endpoint.clone(),
+                field,
+                name: name.to_string(),
+                owner: owner.tcp().to_string(),
+            }),
+            Claim::Unmarked => Err(DatastoreError::ForeignObject {
                 driver: KIND,
                 endpoint: self.settings.endpoint.clone(),
                 message: format!(
-                    "database {:?} is owned by role {owner:?}, not by the tenant's role {:?}",
-                    tenant.schema(),
-                    tenant.user()
+                    "{} {name:?} exists but was not created for this TenantControlPlane",
+                    if field == "user" { "role" } else { "database" }
                 ),
-            });
+            }),
+        }
+    }
+
+    /// How the existing database stands towards the tenant: its marker, else (unmarked) ours when the
+    /// tenant's role, already checked to be ours, owns it.
+    fn database_claim(tenant: &TenantSpace, marker: Option<&str>, owner: &str) -> Claim {
+        match tenant.owner().judge(marker) {
+            Claim::Unmarked if owner == tenant.user() => Claim::Ours,
+            claim => claim,
+        }
+    }
+
+    /// Creates the tenant role with its password and ownership comment in one transaction, or sets the
+    /// password of the role when it is already the tenant's.
+    async fn ensure_role(
+        &self,
+        conn: &mut PgConnection,
+        tenant: &TenantSpace,
+        literal: &str,
+        secret: Option<&str>,
+    ) -> Result<(), DatastoreError> {
+        let user = quote_ident(tenant.user());
+        let alter = format!("alter role {user} with login password {literal}");
+        if let Some(marker) = self.role_marker(conn, tenant.user()).await? {
+            self.refused("user", tenant.user(), tenant.owner().judge(marker.as_deref()))?;
+            return self
+                .exec(conn, "set the tenant role's password", alter, secret)
+                .await;
+        }
+        let mut tx = conn
+            .begin()
+            .await
+            .map_err(|e| self.error("begin a transaction", e, None))?;
+        let create = format!("create role {user} login password {literal}");
+        let comment = format!(
+            "comment on role {user} is {}",
+            quote_literal(&tenant.owner().marker())
+        );
+        let created = async {
+            self.exec(&mut *tx, "create the tenant role", create, secret)
+                .await?;
+            self.exec(&mut *tx, "mark the tenant role", comment, None).await
+        }
+        .await;
+        match created {
+            Ok(()) => tx
+                .commit()
+                .await
+                .map_err(|e| self.error("commit the tenant role", e, None)),
+            // Created concurrently: whoever did it marked it; judge that marker.
+            Err(DatastoreError::Backend { message, .. }) if message.contains("already exists") => {
+                drop(tx);
+                let marker = self.role_marker(conn, tenant.user()).await?.flatten();
+                self.refused("user", tenant.user(), tenant.owner().judge(marker.as_deref()))?;
+                self.exec(conn, "set the tenant role's password", alter, secret)
+                    .await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the tenant database owned by the tenant role and marks it, or accepts it when it is
+    /// already the tenant's.
+    async fn ensure_database(
+        &self,
+        conn: &mut PgConnection,
+        tenant: &TenantSpace,
+    ) -> Result<(), DatastoreError> {
+        let (schema, user) = (tenant.schema(), tenant.user());
+        let database = quote_ident(schema);
+        match self.database_marker(conn, schema).await? {
+            Some((marker, owner)) => self.refused(
+                "schema",
+                schema,
+                Self::database_claim(tenant, marker.as_deref(), &owner),
+            )?,
+            None => {
+                let create = format!("create database {database} owner {}", quote_ident(user));
+                match self.exec(conn, "create the tenant database", create, None).await {
+                    Ok(()) => {}
+                    Err(DatastoreError::Backend { message, .. }) if message.contains("already exists") => {
+                        let (marker, owner) = self
+                            .database_marker(conn, schema)
+                            .await?
+                            .unwrap_or((None, String::new()));
+                        self.refused(
+                            "schema",
+                            schema,
+                            Self::database_claim(tenant, marker.as_deref(), &owner),
+                        )?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let statements = [
+            (
+                "mark the tenant database",
+                format!(
+                    "comment on database {database} is {}",
+                    quote_literal(&tenant.owner().marker())
+                ),
+            ),
+            (
+                "make the tenant role own its database",
+                format!("alter database {database} owner to {}", quote_ident(user)),
+            ),
+            (
+                "revoke PUBLIC's access to the tenant database",
+                format!("revoke all on database {database} from public"),
+            ),
+        ];
+        for (operation, statement) in statements {
+            self.exec(conn, operation, statement, None).await?;
         }
         Ok(())
     }
@@ -186,38 +319,14 @@ impl PostgresDriver {
         }
         let secret = Some(password.expose().as_str());
         let mut conn = self.connect().await?;
-
-        let owner = self.database_owner(&mut conn, schema).await?;
-        if let Some(owner) = &owner {
-            self.refuse_foreign_owner(&mut conn, tenant, owner).await?;
+        // Refuse a database that is not the tenant's before touching any role.
+        if let Some((marker, owner)) = self.database_marker(&mut conn, schema).await?
+            && owner != user
+        {
+            self.refused("schema", schema, tenant.owner().judge(marker.as_deref()))?;
         }
-
-        let role_exists: bool =
-            sqlx::query_scalar("select exists (select 1 from pg_roles where rolname = $1)")
-                .bind(user)
-                .fetch_one(&mut conn)
-                .await
-                .map_err(|e| self.error("look up the tenant role", e, None))?;
         let literal = quote_literal(password.expose());
-        let alter = format!("alter role {} with login password {literal}", quote_ident(user));
-        if role_exists {
-            self.exec(&mut conn, "set the tenant role's password", alter, secret)
-                .await?;
-        } else {
-            let create = format!("create role {} login password {literal}", quote_ident(user));
-            match self
-                .exec(&mut conn, "create the tenant role", create, secret)
-                .await
-            {
-                Ok(()) => {}
-                // Created concurrently: set the password instead.
-                Err(DatastoreError::Backend { message, .. }) if message.contains("already exists") => {
-                    self.exec(&mut conn, "set the tenant role's password", alter, secret)
-                        .await?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        self.ensure_role(&mut conn, tenant, &literal, secret).await?;
 
         let superuser: bool =
             sqlx::query_scalar("select rolsuper from pg_roles where rolname = current_user")
@@ -228,32 +337,7 @@ impl PostgresDriver {
             let grant = format!("grant {} to current_user", quote_ident(user));
             self.exec(&mut conn, "join the tenant role", grant, None).await?;
         }
-
-        let database = quote_ident(schema);
-        if owner.is_none() {
-            let create = format!("create database {database} owner {}", quote_ident(user));
-            match self
-                .exec(&mut conn, "create the tenant database", create, None)
-                .await
-            {
-                Ok(()) => {}
-                Err(DatastoreError::Backend { message, .. }) if message.contains("already exists") => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let statements = [
-            (
-                "make the tenant role own its database",
-                format!("alter database {database} owner to {}", quote_ident(user)),
-            ),
-            (
-                "revoke PUBLIC's access to the tenant database",
-                format!("revoke all on database {database} from public"),
-            ),
-        ];
-        for (operation, statement) in statements {
-            self.exec(&mut conn, operation, statement, None).await?;
-        }
+        self.ensure_database(&mut conn, tenant).await?;
         let _ = conn.close().await;
         Ok(TenantCredentials::Sql(SqlCredentials {
             user: user.to_string(),
@@ -263,19 +347,39 @@ impl PostgresDriver {
         }))
     }
 
-    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    /// Drops the database and the role where they are the tenant's; reports what it left alone.
+    async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let (schema, user) = (tenant.schema(), tenant.user());
         let mut conn = self.connect().await?;
-        if let Some(owner) = self.database_owner(&mut conn, schema).await? {
-            self.refuse_foreign_owner(&mut conn, tenant, &owner).await?;
-            let drop = format!("drop database if exists {} with (force)", quote_ident(schema));
-            self.exec(&mut conn, "drop the tenant database", drop, None)
-                .await?;
+        let mut outcome = Deprovisioned::default();
+        let role = self
+            .role_marker(&mut conn, user)
+            .await?
+            .map(|marker| tenant.owner().judge(marker.as_deref()));
+        if let Some((marker, owner)) = self.database_marker(&mut conn, schema).await? {
+            // An unmarked database counts as the tenant's only while its role is the tenant's too.
+            let claim = match role {
+                Some(Claim::Ours) => Self::database_claim(tenant, marker.as_deref(), &owner),
+                _ => tenant.owner().judge(marker.as_deref()),
+            };
+            if claim == Claim::Ours {
+                let drop = format!("drop database if exists {} with (force)", quote_ident(schema));
+                self.exec(&mut conn, "drop the tenant database", drop, None)
+                    .await?;
+            } else {
+                outcome.note("schema", schema, &claim);
+            }
         }
-        let drop = format!("drop role if exists {}", quote_ident(user));
-        self.exec(&mut conn, "drop the tenant role", drop, None).await?;
+        match &role {
+            Some(Claim::Ours) => {
+                let drop = format!("drop role if exists {}", quote_ident(user));
+                self.exec(&mut conn, "drop the tenant role", drop, None).await?;
+            }
+            Some(other) => outcome.note("user", user, other),
+            None => {}
+        }
         let _ = conn.close().await;
-        Ok(())
+        Ok(outcome)
     }
 }
 
@@ -315,7 +419,7 @@ impl Driver for PostgresDriver {
         .await
     }
 
-    async fn deprovision(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn deprovision(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         self.check_names(tenant)?;
         with_timeout(
             KIND,
@@ -358,7 +462,7 @@ mod tests {
             ("t", "pg_monitor"),
             ("t", "admin"),
         ] {
-            let tenant = TenantSpace::new(schema, user).unwrap();
+            let tenant = TenantSpace::new(schema, user, crate::datastore::tests::owner()).unwrap();
             assert_eq!(
                 driver.check_names(&tenant).unwrap_err().reason(),
                 "TenantNameInvalid",
@@ -366,7 +470,7 @@ mod tests {
             );
         }
         driver
-            .check_names(&TenantSpace::from_uid("3f8a1c2e-5b7d").unwrap())
+            .check_names(&TenantSpace::from_owner(crate::datastore::tests::owner()).unwrap())
             .unwrap();
     }
 }

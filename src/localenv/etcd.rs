@@ -410,6 +410,15 @@ impl EtcdHttp {
             .map(|_| ())
     }
 
+    /// The value of `key`, if it exists.
+    pub async fn get(&self, key: &[u8]) -> std::result::Result<Option<Vec<u8>>, String> {
+        let value = self.post("/v3/kv/range", json!({"key": b64(key)})).await?;
+        Ok(value["kvs"]
+            .as_array()
+            .and_then(|kvs| kvs.first())
+            .map(|kv| unb64(&kv["value"])))
+    }
+
     /// Every key and value under `prefix`, sorted by key.
     pub async fn range_prefix(&self, prefix: &[u8]) -> std::result::Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
         let body = json!({"key": b64(prefix), "range_end": b64(&prefix_end(prefix))});

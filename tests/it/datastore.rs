@@ -10,9 +10,9 @@ use sqlx::{Connection, MySqlConnection, PgConnection, Row};
 use tenantplane::{
     config::Secret,
     datastore::{
-        DatastoreError, Driver, EtcdCredentials, NatsCredentials, SqlCredentials, SqlSettings,
+        DatastoreError, Driver, EtcdCredentials, NatsCredentials, Owner, SqlCredentials, SqlSettings,
         TenantCredentials, TenantSpace,
-        etcd::{EtcdDriver, EtcdSettings},
+        etcd::{EtcdDriver, EtcdSettings, marker_key},
         mysql::MySqlDriver,
         nats::{KINE_BUCKET_DESCRIPTION, NatsDriver, NatsSettings, bucket_name},
         postgres::PostgresDriver,
@@ -32,6 +32,17 @@ use crate::support;
 /// A unique name that is valid everywhere (SQL, etcd, NATS): `<prefix>-<10 hex>`.
 fn name(prefix: &str) -> String {
     support::unique(prefix)
+}
+
+/// A fresh owner: a new UID, as a new TenantControlPlane has.
+pub fn owner() -> Owner {
+    let uid = uuid::Uuid::new_v4().to_string();
+    Owner::new(&uid, "tp-test", &format!("cp-{}", &uid[..8])).unwrap()
+}
+
+/// A tenant whose schema and user are both `name`, owned by a fresh owner.
+fn tenant_named(name: &str) -> Result<TenantSpace, DatastoreError> {
+    TenantSpace::new(name, name, owner())
 }
 
 fn etcd_creds(creds: TenantCredentials) -> EtcdCredentials {
@@ -131,9 +142,16 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
     driver.check().await.unwrap();
     let schema = name("cp");
     let user = name("u");
-    let tenant = TenantSpace::new(&schema, &user).unwrap();
+    let tenant = TenantSpace::new(&schema, &user, owner()).unwrap();
 
     let creds = etcd_creds(driver.provision(&tenant).await.unwrap());
+    // Both names carry the owner's marker, outside every tenant's range.
+    for key in [marker_key("schema", &schema), marker_key("user", &user)] {
+        assert_eq!(
+            etcd.http().unwrap().get(key.as_bytes()).await.unwrap().as_deref(),
+            Some(tenant.owner().marker().as_bytes())
+        );
+    }
     assert_eq!(creds.user, user);
     assert_eq!(creds.prefix, format!("/{schema}/"));
     assert_eq!(creds.ca_cert_pem, ca.ca.cert_pem);
@@ -227,6 +245,9 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
     );
     let denied = again_ctl.run(&["get", &format!("/{schema}/k1")]).unwrap_err();
     assert!(denied.contains("etcdserver:"), "{denied}");
+    for key in [marker_key("schema", &schema), marker_key("user", &user)] {
+        assert_eq!(etcd.http().unwrap().get(key.as_bytes()).await.unwrap(), None);
+    }
     // Deprovisioning what is gone is fine; the other role made above is not the tenant's and stays.
     driver.deprovision(&tenant).await.unwrap();
     assert!(root.run(&["role", "get", &format!("{schema}-extra")]).is_ok());
@@ -235,13 +256,13 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
 #[tokio::test]
 async fn etcd_driver_keeps_working_across_an_etcd_restart() {
     let (mut etcd, driver, _ca) = etcd_with_driver("ds-etcd-restart").await;
-    let before = TenantSpace::new(name("cp"), name("u")).unwrap();
+    let before = TenantSpace::new(name("cp"), name("u"), owner()).unwrap();
     driver.provision(&before).await.unwrap();
     etcd.restart().await.unwrap();
 
     // The driver's kept connection broke with the restart: the next calls reconnect without an error.
     driver.check().await.unwrap();
-    let after = TenantSpace::new(name("cp"), name("u")).unwrap();
+    let after = TenantSpace::new(name("cp"), name("u"), owner()).unwrap();
     let creds = etcd_creds(driver.provision(&after).await.unwrap());
     for tenant in [&before, &after] {
         let (_, user) = etcd_auth_state(&etcd, tenant.schema(), tenant.user());
@@ -260,8 +281,8 @@ async fn etcd_tenants_cannot_reach_each_other_and_removing_one_leaves_the_other_
     // B's schema extends A's: only the trailing slash keeps A's range from covering B's keys.
     let a_schema = name("cp");
     let b_schema = format!("{a_schema}b");
-    let a = TenantSpace::new(&a_schema, format!("{a_schema}-user")).unwrap();
-    let b = TenantSpace::new(&b_schema, format!("{b_schema}-user")).unwrap();
+    let a = TenantSpace::new(&a_schema, format!("{a_schema}-user"), owner()).unwrap();
+    let b = TenantSpace::new(&b_schema, format!("{b_schema}-user"), owner()).unwrap();
     let a_creds = etcd_creds(driver.provision(&a).await.unwrap());
     let b_creds = etcd_creds(driver.provision(&b).await.unwrap());
     let a_ctl = etcd.etcdctl(&cert_key(&a_creds)).unwrap();
@@ -400,7 +421,7 @@ async fn pg_privilege(admin: &mut PgConnection, role: &str, db: &str, privilege:
 async fn postgres_provision_makes_an_owned_database_closed_to_others_and_deprovision_drops_both() {
     let driver = PostgresDriver::new(pg_settings()).unwrap();
     driver.check().await.unwrap();
-    let tenant = TenantSpace::from_uid(&name("pg")).unwrap();
+    let tenant = tenant_named(&name("pg")).unwrap();
     let (db, user) = (tenant.schema().to_string(), tenant.user().to_string());
     let creds = sql_creds(driver.provision(&tenant).await.unwrap());
     assert_eq!(
@@ -476,8 +497,8 @@ async fn postgres_provision_makes_an_owned_database_closed_to_others_and_deprovi
 #[tokio::test]
 async fn postgres_tenants_cannot_connect_to_each_other_and_removing_one_leaves_the_other_intact() {
     let driver = PostgresDriver::new(pg_settings()).unwrap();
-    let a = TenantSpace::from_uid(&name("pga")).unwrap();
-    let b = TenantSpace::from_uid(&name("pgb")).unwrap();
+    let a = tenant_named(&name("pga")).unwrap();
+    let b = tenant_named(&name("pgb")).unwrap();
     let a_creds = sql_creds(driver.provision(&a).await.unwrap());
     let b_creds = sql_creds(driver.provision(&b).await.unwrap());
 
@@ -538,17 +559,21 @@ async fn postgres_refuses_to_touch_a_database_owned_by_someone_else() {
             .await
             .unwrap();
     }
-    let tenant = TenantSpace::new(&db, name("u")).unwrap();
-    for err in [
-        driver.provision(&tenant).await.unwrap_err(),
-        driver.deprovision(&tenant).await.unwrap_err(),
-    ] {
-        assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
-        assert!(
-            err.to_string().contains(&format!("owned by role \"{stranger}\"")),
-            "{err}"
-        );
-    }
+    let tenant = TenantSpace::new(&db, name("u"), owner()).unwrap();
+    let err = driver.provision(&tenant).await.unwrap_err();
+    assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "database \"{db}\" exists but was not created for this TenantControlPlane"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        driver.deprovision(&tenant).await.unwrap().left_alone,
+        vec![format!(
+            "schema \"{db}\" has no ownership marker of this TenantControlPlane"
+        )]
+    );
     assert_eq!(pg_database(&mut admin, &db).await.unwrap().0, stranger);
     assert_eq!(pg_role(&mut admin, tenant.user()).await, None);
 }
@@ -567,7 +592,7 @@ async fn postgres_works_with_a_datastore_user_that_has_only_createdb_and_creater
     settings.username = operator.clone();
     let driver = PostgresDriver::new(settings).unwrap();
     driver.check().await.unwrap();
-    let tenant = TenantSpace::from_uid(&name("pgop")).unwrap();
+    let tenant = tenant_named(&name("pgop")).unwrap();
     let creds = sql_creds(driver.provision(&tenant).await.unwrap());
     let user = tenant.user().to_string();
     assert_eq!(
@@ -627,7 +652,7 @@ async fn mysql_database_exists(admin: &mut MySqlConnection, db: &str) -> bool {
 async fn mysql_provision_grants_kines_privileges_on_its_database_only_and_deprovision_drops_both() {
     let driver = MySqlDriver::new(mysql_settings()).unwrap();
     driver.check().await.unwrap();
-    let tenant = TenantSpace::from_uid(&name("my")).unwrap();
+    let tenant = tenant_named(&name("my")).unwrap();
     let (db, user) = (tenant.schema().to_string(), tenant.user().to_string());
     let creds = sql_creds(driver.provision(&tenant).await.unwrap());
 
@@ -711,7 +736,7 @@ async fn mysql_provision_grants_kines_privileges_on_its_database_only_and_deprov
 async fn mysql_passwords_with_quotes_and_backslashes_are_set_verbatim() {
     let driver = MySqlDriver::new(mysql_settings()).unwrap();
     let password = r#"it's a \'; drop user root; -- "pw"\"#;
-    let tenant = TenantSpace::from_uid(&name("myq"))
+    let tenant = tenant_named(&name("myq"))
         .unwrap()
         .with_password(Secret::new(password.into()));
     let creds = sql_creds(driver.provision(&tenant).await.unwrap());
@@ -733,8 +758,8 @@ async fn mysql_passwords_with_quotes_and_backslashes_are_set_verbatim() {
 #[tokio::test]
 async fn mysql_tenants_cannot_use_each_others_database_and_removing_one_leaves_the_other_intact() {
     let driver = MySqlDriver::new(mysql_settings()).unwrap();
-    let a = TenantSpace::from_uid(&name("mya")).unwrap();
-    let b = TenantSpace::from_uid(&name("myb")).unwrap();
+    let a = tenant_named(&name("mya")).unwrap();
+    let b = tenant_named(&name("myb")).unwrap();
     let a_creds = sql_creds(driver.provision(&a).await.unwrap());
     let b_creds = sql_creds(driver.provision(&b).await.unwrap());
 
@@ -841,19 +866,19 @@ async fn nats_streams(nats: &LocalNats) -> Vec<(String, Option<String>, i64, usi
 async fn nats_provision_makes_a_kine_bucket_that_kine_accepts_and_deprovision_deletes_it() {
     let (nats, driver) = nats_with_driver("ds-nats").await;
     driver.check().await.unwrap();
-    let tenant = TenantSpace::from_uid(&name("nats")).unwrap();
+    let tenant = tenant_named(&name("nats")).unwrap();
     let creds = nats_creds(driver.provision(&tenant).await.unwrap());
     assert_eq!(creds.bucket, tenant.schema());
     assert_eq!(creds.endpoints, vec![nats.endpoint()]);
     let expected = vec![(
         format!("KV_{}", creds.bucket),
-        Some(KINE_BUCKET_DESCRIPTION.to_string()),
+        Some(format!("{KINE_BUCKET_DESCRIPTION}; {}", tenant.owner().marker())),
         10,
         1,
     )];
     assert_eq!(nats_streams(&nats).await, expected);
 
-    // kine 0.17 calls CreateKeyValue with its own config on start: it must find ours identical.
+    // kine 0.17 looks the bucket up on start and uses ours as it is (the marker stays).
     let dsn = format!("{}?noEmbed&bucket={}", nats.url(), creds.bucket);
     let kine = LocalKine::start(localenv::scratch_dir("ds-kine-nats").unwrap(), &dsn)
         .await
@@ -883,9 +908,9 @@ async fn nats_refuses_a_second_tenant_and_creates_no_bucket_for_it() {
         })
         .await
         .unwrap();
-    let first = TenantSpace::from_uid(&name("first")).unwrap();
+    let first = tenant_named(&name("first")).unwrap();
     // A dotted legacy schema maps to an underscore in the bucket name.
-    let second = TenantSpace::new(format!("default_{}.v2", name("second")), "second-user").unwrap();
+    let second = TenantSpace::new(format!("default_{}.v2", name("second")), "second-user", owner()).unwrap();
     let first_bucket = nats_creds(driver.provision(&first).await.unwrap()).bucket;
     let before = nats_streams(&nats).await;
     assert_eq!(before.len(), 2);
@@ -921,7 +946,7 @@ async fn nats_refuses_a_second_tenant_and_creates_no_bucket_for_it() {
 #[tokio::test]
 async fn nats_leaves_a_non_kine_bucket_with_the_tenants_name_alone() {
     let (nats, driver) = nats_with_driver("ds-nats-foreign").await;
-    let tenant = TenantSpace::from_uid(&name("app")).unwrap();
+    let tenant = tenant_named(&name("app")).unwrap();
     let client = async_nats::connect(nats.url()).await.unwrap();
     let kv = async_nats::jetstream::new(client)
         .create_key_value(async_nats::jetstream::kv::Config {
@@ -933,13 +958,16 @@ async fn nats_leaves_a_non_kine_bucket_with_the_tenants_name_alone() {
         .unwrap();
     kv.put("key", "value".into()).await.unwrap();
     let before = nats_streams(&nats).await;
-    for err in [
-        driver.provision(&tenant).await.unwrap_err(),
-        driver.deprovision(&tenant).await.unwrap_err(),
-    ] {
-        assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
-        assert!(err.to_string().contains("is not a kine bucket"), "{err}");
-    }
+    let err = driver.provision(&tenant).await.unwrap_err();
+    assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
+    assert!(err.to_string().contains("is not a kine bucket"), "{err}");
+    assert_eq!(
+        driver.deprovision(&tenant).await.unwrap().left_alone,
+        vec![format!(
+            "schema {:?} has no ownership marker of this TenantControlPlane",
+            tenant.schema()
+        )]
+    );
     assert_eq!(nats_streams(&nats).await, before);
     assert_eq!(kv.get("key").await.unwrap().unwrap().as_ref(), b"value");
 }
