@@ -28,7 +28,7 @@ use crate::{
         ContentRef, DataStore, DataStoreOverride, Driver, OverrideStorageStatus, SetupStatus, StorageStatus,
         TenantControlPlane,
     },
-    localenv::pki::CertKey,
+    localenv::pki::{CertKey, TinyCa},
 };
 
 /// Condition types of a DataStore.
@@ -680,9 +680,12 @@ pub fn config_secret(
 
 /// `<tcp>-datastore-certificate` with upstream's keys `ca.crt`, `server.crt`, `server.key`: for etcd the
 /// tenant's client certificate (`cert` overrides the freshly minted one to keep it stable); for SQL and
-/// NATS the DataStore's own TLS material. `None` when the DataStore has no TLS.
+/// NATS the CA certificate and, when the DataStore gives its CA key, a client certificate of the
+/// tenant's own (CN = the tenant user). The DataStore's own client certificate and key never leave
+/// the DataStore. `None` when the DataStore has no TLS.
 pub fn certificate_secret(
     tcp: &TenantControlPlane,
+    space: &TenantSpace,
     ds: &ResolvedDataStore,
     credentials: &TenantCredentials,
     cert: Option<(String, String)>,
@@ -701,9 +704,13 @@ pub fn certificate_secret(
                 return Ok(None);
             };
             data.insert("ca.crt".to_string(), bytes(tls.ca_cert.clone()));
-            if let Some((cert, key)) = &tls.client {
-                data.insert("server.crt".to_string(), bytes(cert.clone()));
-                data.insert("server.key".to_string(), bytes(key.expose().clone()));
+            if let Some(ca_key) = &tls.ca_key {
+                let (cert, key) = match cert {
+                    Some(kept) => kept,
+                    None => tenant_client_certificate(ds, &tls.ca_cert, ca_key, space.user())?,
+                };
+                data.insert("server.crt".to_string(), bytes(cert));
+                data.insert("server.key".to_string(), bytes(key));
             }
         }
     }
@@ -713,6 +720,30 @@ pub fn certificate_secret(
         certificate_secret_name(tcp),
         data,
     )))
+}
+
+/// A client certificate for `user` (CN), signed with the DataStore's CA key, valid for a year.
+fn tenant_client_certificate(
+    ds: &ResolvedDataStore,
+    ca_cert: &str,
+    ca_key: &Sealed<String>,
+    user: &str,
+) -> Result<(String, String), Error> {
+    let invalid = |e: rcgen::Error| {
+        Error::Datastore(invalid_config(
+            driver_kind(ds.driver),
+            format!("cannot mint the tenant's client certificate with the DataStore's CA: {e}"),
+        ))
+    };
+    let ca = TinyCa::from_pem(CertKey {
+        cert_pem: ca_cert.to_string(),
+        key_pem: ca_key.expose().clone(),
+    })
+    .map_err(invalid)?;
+    let cert = ca
+        .client_valid_for(user, &[], crate::datastore::etcd::DEFAULT_CERTIFICATE_VALIDITY)
+        .map_err(invalid)?;
+    Ok((cert.cert_pem, cert.key_pem))
 }
 
 // === status ===
@@ -1056,7 +1087,10 @@ mod tests {
             ca_cert_pem: ca.ca.cert_pem.clone(),
         });
         let ds = resolved("p", Driver::Etcd, Some(&ca.ca.cert_pem));
-        let secret = certificate_secret(&t, &ds, &creds, None).unwrap().unwrap();
+        let space = TenantSpace::from_owner(Owner::new("uid-1", "ns", "cp").unwrap()).unwrap();
+        let secret = certificate_secret(&t, &space, &ds, &creds, None)
+            .unwrap()
+            .unwrap();
         let keys: Vec<_> = secret.data.as_ref().unwrap().keys().cloned().collect();
         assert_eq!(keys, vec!["ca.crt", "server.crt", "server.key"]);
         let kept = reusable_certificate(Some(&secret), &ca.ca.cert_pem, "uid-1").unwrap();
@@ -1072,9 +1106,62 @@ mod tests {
             endpoint: "e:1".into(),
         });
         assert!(
-            certificate_secret(&t, &resolved("pg", Driver::PostgreSQL, None), &sql, None)
+            certificate_secret(&t, &space, &resolved("pg", Driver::PostgreSQL, None), &sql, None)
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_sql_tenant_gets_its_own_client_certificate_never_the_datastores() {
+        let t = tcp("ns", "cp", "uid-1");
+        let space = TenantSpace::from_owner(Owner::new("uid-1", "ns", "cp").unwrap()).unwrap();
+        let ca = TinyCa::new("sql-ca").unwrap();
+        let admin = ca.client("postgres", &[]).unwrap();
+        let mut ds = resolved("pg", Driver::PostgreSQL, Some(&ca.ca.cert_pem));
+        ds.tls.as_mut().unwrap().client = Some((admin.cert_pem.clone(), Sealed::new(admin.key_pem.clone())));
+        let sql = TenantCredentials::Sql(SqlCredentials {
+            user: "uid-1".into(),
+            password: Sealed::new("p".into()),
+            database: "uid-1".into(),
+            endpoint: "e:1".into(),
+        });
+        let text = |secret: &Secret| -> BTreeMap<String, String> {
+            secret
+                .data
+                .clone()
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8(v.0).unwrap()))
+                .collect()
+        };
+        // Without the CA key: the CA certificate only.
+        let secret = certificate_secret(&t, &space, &ds, &sql, None).unwrap().unwrap();
+        assert_eq!(
+            text(&secret),
+            BTreeMap::from([("ca.crt".to_string(), ca.ca.cert_pem.clone())])
+        );
+        // With it: a certificate for the tenant user, signed by the CA; the DataStore's pair is absent.
+        ds.tls.as_mut().unwrap().ca_key = Some(Sealed::new(ca.ca.key_pem.clone()));
+        let data = text(&certificate_secret(&t, &space, &ds, &sql, None).unwrap().unwrap());
+        assert_eq!(
+            data.keys().collect::<Vec<_>>(),
+            ["ca.crt", "server.crt", "server.key"]
+        );
+        assert_ne!(data["server.crt"], admin.cert_pem);
+        assert_ne!(data["server.key"], admin.key_pem);
+        let (_, pem) = x509_parser::pem::parse_x509_pem(data["server.crt"].as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let cns: Vec<&str> = cert
+            .subject()
+            .iter_common_name()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert_eq!(cns, ["uid-1"]);
+        let (_, ca_pem) = x509_parser::pem::parse_x509_pem(ca.ca.cert_pem.as_bytes()).unwrap();
+        assert_eq!(
+            cert.issuer().as_raw(),
+            ca_pem.parse_x509().unwrap().subject().as_raw()
         );
     }
 

@@ -299,14 +299,14 @@ async fn provision(
             ctx.record_provisioned(&cache_key, None);
             let credentials = driver.provision(&space).await?;
             ctx.owners.record(&primary_name, &space);
-            let keep_certificate = match &credentials {
-                TenantCredentials::Etcd(c) => {
-                    build::reusable_certificate(existing_certificate.as_ref(), &c.ca_cert_pem, &user)
-                }
-                _ => None,
-            };
+            // The tenant's own client certificate (etcd's, or one minted for a SQL/NATS tenant) is
+            // kept while it is valid for this user under the same CA.
+            let keep_certificate = primary
+                .ca_cert()
+                .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user));
             let config = build::config_secret(tcp, &space, &credentials)?;
-            let certificate = build::certificate_secret(tcp, &primary, &credentials, keep_certificate)?;
+            let certificate =
+                build::certificate_secret(tcp, &space, &primary, &credentials, keep_certificate)?;
             let (config, certificate) =
                 futures_util::future::try_join(apply::write_secret(ctx, &config, config_exists), async {
                     match &certificate {

@@ -319,7 +319,7 @@ impl NatsDriver {
                 driver: KIND,
                 endpoint: self.endpoint_label.clone(),
                 message: format!(
-                    "kine bucket {bucket} exists but was not created for this TenantControlPlane"
+                    "kine bucket {bucket:?} exists but was not created for this TenantControlPlane"
                 ),
             },
         }

@@ -41,14 +41,14 @@ use tenantplane::{
 
 use crate::support::{self, eventually};
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 const LABEL: &str = "tenantplane.test/namespace";
 
 /// A controller running on the test's runtime, scoped to one namespace; stopped on drop.
-struct Env {
-    client: kube::Client,
-    ns: String,
-    metrics: Arc<Metrics>,
+pub(crate) struct Env {
+    pub(crate) client: kube::Client,
+    pub(crate) ns: String,
+    pub(crate) metrics: Arc<Metrics>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -58,7 +58,7 @@ impl Drop for Env {
     }
 }
 
-async fn env(prefix: &str) -> Env {
+pub(crate) async fn env(prefix: &str) -> Env {
     env_with_default(prefix, None).await
 }
 
@@ -90,19 +90,19 @@ async fn env_with_default(prefix: &str, default: Option<String>) -> Env {
 }
 
 impl Env {
-    fn datastores(&self) -> Api<DataStore> {
+    pub(crate) fn datastores(&self) -> Api<DataStore> {
         Api::all(self.client.clone())
     }
 
-    fn tcps(&self) -> Api<TenantControlPlane> {
+    pub(crate) fn tcps(&self) -> Api<TenantControlPlane> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    fn secrets(&self) -> Api<Secret> {
+    pub(crate) fn secrets(&self) -> Api<Secret> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    async fn secret(&self, name: &str, data: &[(&str, &str)]) {
+    pub(crate) async fn secret(&self, name: &str, data: &[(&str, &str)]) {
         let data: BTreeMap<String, String> =
             data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let secret: Secret =
@@ -113,11 +113,11 @@ impl Env {
             .unwrap();
     }
 
-    fn sref(&self, secret: &str, key: &str) -> Value {
+    pub(crate) fn sref(&self, secret: &str, key: &str) -> Value {
         json!({"secretReference": {"name": secret, "namespace": self.ns, "keyPath": key}})
     }
 
-    async fn datastore(&self, name: &str, spec: Value) -> String {
+    pub(crate) async fn datastore(&self, name: &str, spec: Value) -> String {
         let ds: DataStore = serde_json::from_value(json!({
             "apiVersion": "kamaji.clastix.io/v1alpha1",
             "kind": "DataStore",
@@ -133,12 +133,12 @@ impl Env {
     }
 
     /// An etcd DataStore whose TLS material sits in Secret `<name>-tls`.
-    async fn etcd_datastore(&self, etcd: &LocalEtcd) -> String {
+    pub(crate) async fn etcd_datastore(&self, etcd: &LocalEtcd) -> String {
         self.etcd_datastore_named(etcd, support::unique("ds-etcd")).await
     }
 
     /// The same with a given name.
-    async fn etcd_datastore_named(&self, etcd: &LocalEtcd, name: String) -> String {
+    pub(crate) async fn etcd_datastore_named(&self, etcd: &LocalEtcd, name: String) -> String {
         let tls = etcd.tls().unwrap();
         let secret = format!("{name}-tls");
         self.secret(
@@ -171,7 +171,7 @@ impl Env {
         .await
     }
 
-    async fn tcp(&self, name: &str, datastore: &str, overrides: Value) -> TenantControlPlane {
+    pub(crate) async fn tcp(&self, name: &str, datastore: &str, overrides: Value) -> TenantControlPlane {
         let tcp: TenantControlPlane = serde_json::from_value(json!({
             "apiVersion": "kamaji.clastix.io/v1alpha1",
             "kind": "TenantControlPlane",
@@ -188,7 +188,7 @@ impl Env {
     }
 
     /// Waits until DataStore `name` lists exactly `expected` in `status.usedBy`.
-    async fn used_by(&self, name: &str, expected: &[&str]) {
+    pub(crate) async fn used_by(&self, name: &str, expected: &[&str]) {
         let api = self.datastores();
         let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
         eventually(&format!("DataStore {name} usedBy {expected:?}"), WAIT, || {
@@ -198,7 +198,7 @@ impl Env {
         .await;
     }
 
-    async fn ds_condition(&self, name: &str, type_: &str, status: &str) -> Condition {
+    pub(crate) async fn ds_condition(&self, name: &str, type_: &str, status: &str) -> Condition {
         let api = self.datastores();
         eventually(&format!("DataStore {name} {type_}={status}"), WAIT, || {
             let api = api.clone();
@@ -213,7 +213,12 @@ impl Env {
         .await
     }
 
-    async fn tcp_condition(&self, name: &str, type_: &str, status: &str) -> (TenantControlPlane, Condition) {
+    pub(crate) async fn tcp_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+    ) -> (TenantControlPlane, Condition) {
         let api = self.tcps();
         eventually(
             &format!("TenantControlPlane {name} {type_}={status}"),
@@ -237,11 +242,11 @@ impl Env {
     }
 
     /// Waits for `DataStoreReady=True` and returns the TCP with its status.
-    async fn provisioned(&self, name: &str) -> TenantControlPlane {
+    pub(crate) async fn provisioned(&self, name: &str) -> TenantControlPlane {
         self.tcp_condition(name, "DataStoreReady", "True").await.0
     }
 
-    async fn delete_tcp_and_wait(&self, name: &str) {
+    pub(crate) async fn delete_tcp_and_wait(&self, name: &str) {
         self.tcps().delete(name, &DeleteParams::default()).await.unwrap();
         let api = self.tcps();
         eventually(&format!("TenantControlPlane {name} gone"), WAIT, || {
@@ -251,7 +256,7 @@ impl Env {
         .await;
     }
 
-    async fn delete_datastore_and_wait(&self, name: &str) {
+    pub(crate) async fn delete_datastore_and_wait(&self, name: &str) {
         self.datastores()
             .delete(name, &DeleteParams::default())
             .await
@@ -264,7 +269,7 @@ impl Env {
         .await;
     }
 
-    async fn secret_data(&self, name: &str) -> BTreeMap<String, String> {
+    pub(crate) async fn secret_data(&self, name: &str) -> BTreeMap<String, String> {
         self.secrets()
             .get(name)
             .await
@@ -281,7 +286,7 @@ fn keys(data: &BTreeMap<String, String>) -> Vec<&str> {
     data.keys().map(String::as_str).collect()
 }
 
-async fn tls_etcd(prefix: &str, ca: &TinyCa) -> LocalEtcd {
+pub(crate) async fn tls_etcd(prefix: &str, ca: &TinyCa) -> LocalEtcd {
     LocalEtcd::start(
         localenv::scratch_dir(prefix).unwrap(),
         EtcdOptions { tls_ca: Some(ca) },
@@ -291,17 +296,17 @@ async fn tls_etcd(prefix: &str, ca: &TinyCa) -> LocalEtcd {
 }
 
 /// (`role get`, `user get`) as etcd's root reports them.
-fn etcd_auth(etcd: &LocalEtcd, name: &str) -> (Result<String, String>, Result<String, String>) {
+pub(crate) fn etcd_auth(etcd: &LocalEtcd, name: &str) -> (Result<String, String>, Result<String, String>) {
     let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
     (root.run(&["role", "get", name]), root.run(&["user", "get", name]))
 }
 
-fn etcd_keys(etcd: &LocalEtcd, prefix: &str) -> String {
+pub(crate) fn etcd_keys(etcd: &LocalEtcd, prefix: &str) -> String {
     let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
     root.run(&["get", prefix, "--prefix", "--keys-only"]).unwrap()
 }
 
-fn storage_setup(tcp: &TenantControlPlane) -> (Option<String>, Option<String>) {
+pub(crate) fn storage_setup(tcp: &TenantControlPlane) -> (Option<String>, Option<String>) {
     let setup = tcp.status.clone().unwrap().storage.unwrap().setup.unwrap();
     (setup.schema, setup.user)
 }
@@ -397,7 +402,7 @@ async fn etcd_tenant_gets_a_user_role_and_certificate_and_loses_them_when_delete
 // ------------------------------------------------------------------------------------------- PostgreSQL
 
 /// (endpoint, user, password) of the shared PostgreSQL's superuser.
-fn pg_root() -> (String, String, String) {
+pub(crate) fn pg_root() -> (String, String, String) {
     match support::postgres() {
         support::PgServer::Local(pg) => (
             format!("127.0.0.1:{}", pg.port()),
@@ -578,7 +583,7 @@ async fn mariadb_tenant_connects_with_the_secrets_password_and_is_dropped_when_d
 
 // ------------------------------------------------------------------------------------------------- NATS
 
-async fn nats_streams(nats: &LocalNats) -> Vec<String> {
+pub(crate) async fn nats_streams(nats: &LocalNats) -> Vec<String> {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
     let mut streams = js.streams();
@@ -808,7 +813,7 @@ async fn an_override_on_an_etcd_with_another_ca_is_not_applied_and_says_why() {
 
 // ----------------------------------------------------------------------------------------------- errors
 
-async fn wait_for_event(client: &kube::Client, ns: &str, object: &str, reason: &str) -> Event {
+pub(crate) async fn wait_for_event(client: &kube::Client, ns: &str, object: &str, reason: &str) -> Event {
     let api: Api<Event> = Api::namespaced(client.clone(), ns);
     eventually(&format!("a {reason} Event on {object}"), WAIT, || {
         let api = api.clone();
