@@ -43,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         },
         versions: Default::default(),
         placement: Default::default(),
+        limits: Default::default(),
     };
     let pool = store::datastores::insert_pool(&db, "default", "spread", &json!({})).await?;
     store::datastores::insert(

@@ -245,6 +245,7 @@ fn ctx(
         },
         versions,
         placement: Default::default(),
+        limits: Default::default(),
     })
 }
 
@@ -400,8 +401,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.migrate {
         store::MIGRATOR.run(&pool).await.context("run migrations")?;
     }
+    args.worker.validate().map_err(anyhow::Error::msg)?;
     let mut ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
     ctx.placement.auto_override_pool = args.auto_override_pool.clone();
+    ctx.limits = service::Limits {
+        namespace_template: args.worker.namespace_template.clone(),
+        node_ports: args.node_port_range,
+        max_signing_keys: args.max_signing_keys.max(1),
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("bind {}", args.listen))?;
@@ -409,7 +416,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let kube = kube_client(args.kubeconfig.as_deref()).await;
     let worker_metrics = WorkerMetrics::default();
     let background = if args.with_worker {
-        args.worker.validate().map_err(anyhow::Error::msg)?;
         let kube = kube
             .as_ref()
             .map_err(|e| anyhow::anyhow!("--with-worker needs a management cluster (--kubeconfig): {e:#}"))?

@@ -114,6 +114,14 @@ pub struct ServeArgs {
     /// `KUBECONFIG` when available, else none.
     #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// The management cluster's NodePort range, `LOW-HIGH` (its kube-apiserver's
+    /// `--service-node-port-range`); NodePort control planes outside it are refused.
+    #[arg(long, env = "TENANTPLANE_NODE_PORT_RANGE", default_value = "30000-32767")]
+    pub node_port_range: crate::domain::PortRange,
+    /// Live signing keys (active, or retired but still verifying) a tenant may have; a rotation beyond
+    /// answers 409.
+    #[arg(long, env = "TENANTPLANE_MAX_SIGNING_KEYS", default_value_t = 10)]
+    pub max_signing_keys: i64,
     /// Also run the sync worker in this process (needs a management cluster).
     #[arg(long, env = "TENANTPLANE_WITH_WORKER")]
     pub with_worker: bool,

@@ -181,6 +181,7 @@ impl DevStack {
             },
             versions: Default::default(),
             placement: Default::default(),
+            limits: Default::default(),
         };
         let url = format!("http://{}", listener.local_addr()?);
         let state = AppState {

@@ -85,6 +85,23 @@ impl Metrics {
     }
 }
 
+/// The `method` label: the standard methods by name, anything else `other` (label values stay bounded).
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method as M;
+    match *method {
+        M::GET => "GET",
+        M::HEAD => "HEAD",
+        M::POST => "POST",
+        M::PUT => "PUT",
+        M::PATCH => "PATCH",
+        M::DELETE => "DELETE",
+        M::OPTIONS => "OPTIONS",
+        M::CONNECT => "CONNECT",
+        M::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Middleware that records every request under its route template.
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let route = request
@@ -92,7 +109,7 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
-    let method = request.method().to_string();
+    let method = method_label(request.method()).to_string();
     let start = Instant::now();
     let response = next.run(request).await;
     metrics
@@ -111,4 +128,18 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
         })
         .inc();
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn unknown_methods_share_one_label() {
+        assert_eq!(method_label(&axum::http::Method::PATCH), "PATCH");
+        let odd = axum::http::Method::from_bytes(b"XYZZY-1234").unwrap();
+        assert_eq!(method_label(&odd), "other");
+    }
 }

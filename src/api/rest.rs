@@ -136,7 +136,7 @@ pub async fn create_tenant(
         key,
         &body.hash,
         StatusCode::CREATED,
-        async |tx| service::tenants::create(tx, &auth.0, body.value, rid.0.as_deref()).await,
+        async |tx| service::tenants::create(&state.ctx, tx, &auth.0, body.value, rid.0.as_deref()).await,
     )
     .await
     .map_err(|e| e.with_request_id(rid.0.clone()))?;
@@ -415,7 +415,7 @@ pub async fn kubeconfig(
     rid: RequestId,
     Path((tenant, id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let (namespace, name) = with_request_id(
+    let wanted = with_request_id(
         service::control_planes::kubeconfig_secret(&state.ctx, &auth.0, &tenant, &id).await,
         &rid,
     )?;
@@ -428,11 +428,26 @@ pub async fn kubeconfig(
         )
         .with_request_id(rid.0.clone()));
     };
-    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client, &namespace);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client, &wanted.namespace);
     let secret = secrets
-        .get_opt(&name)
+        .get_opt(&wanted.name)
         .await
         .map_err(|e| ApiError::internal(&e.to_string()).with_request_id(rid.0.clone()))?;
+    // Only the Secret of this control plane's own TCP: owned by the pinned UID.
+    let owned = |s: &k8s_openapi::api::core::v1::Secret| {
+        s.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == wanted.owner_uid)
+    };
+    if secret.as_ref().is_some_and(|s| !owned(s)) {
+        return Err(ApiError::from(ServiceError::NotReady(
+            "the kubeconfig Secret is not owned by this control plane's TenantControlPlane (yet)".into(),
+        ))
+        .with_request_id(rid.0.clone()));
+    }
     let data = secret.and_then(|s| s.data).unwrap_or_default();
     let content = ["admin.conf", "super-admin.conf", "value"]
         .iter()

@@ -177,6 +177,102 @@ impl VersionRange {
     }
 }
 
+/// An inclusive range of ports, e.g. the cluster's NodePort range `30000-32767`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    /// Lowest port.
+    pub low: i32,
+    /// Highest port.
+    pub high: i32,
+}
+
+impl PortRange {
+    /// Kubernetes' default `--service-node-port-range`.
+    pub const NODE_PORTS: PortRange = PortRange {
+        low: 30000,
+        high: 32767,
+    };
+
+    /// Whether `port` lies in the range.
+    pub fn contains(self, port: i32) -> bool {
+        (self.low..=self.high).contains(&port)
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    /// Parses `LOW-HIGH`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?}: expected LOW-HIGH, two ports from 1 to 65535, e.g. 30000-32767");
+        let (low, high) = s.split_once('-').ok_or_else(bad)?;
+        let port = |p: &str| p.trim().parse::<i32>().ok().filter(|p| (1..=65535).contains(p));
+        let (Some(low), Some(high)) = (port(low), port(high)) else {
+            return Err(bad());
+        };
+        if low > high {
+            return Err(format!("{s:?}: the lower bound is above the upper bound"));
+        }
+        Ok(Self { low, high })
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.low, self.high)
+    }
+}
+
+/// A Kubernetes Service name (DNS-1035 label): 1-63 lowercase letters, digits or `-`, starting with a letter
+/// and ending with a letter or digit. Control-plane names become Service names, so they must be one.
+pub fn check_dns1035(field: &str, value: &str) -> Result<(), FieldError> {
+    Name::parse(field, value)?;
+    if value.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be a DNS-1035 label: 1-63 lowercase letters, digits or '-', starting with a letter and ending with a letter or digit (it names the control plane's Service)",
+        ))
+    }
+}
+
+/// The namespace of a tenant's control planes (`template` with `{tenant}` = `slug`) must be a DNS-1123
+/// label; `field` names the slug in the error.
+pub fn check_namespace(field: &str, template: &str, slug: &str) -> Result<(), FieldError> {
+    let namespace = template.replace("{tenant}", slug);
+    if namespace.len() > 63 {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "is too long: the tenant's namespace {namespace:?} (from the namespace template {template:?}) would have {} characters, and Kubernetes allows at most 63; use a slug of at most {} characters",
+                namespace.len(),
+                63usize.saturating_sub(template.len().saturating_sub("{tenant}".len())),
+            ),
+        ));
+    }
+    Name::parse(field, &namespace).map(|_| ()).map_err(|_| {
+        FieldError::new(
+            field,
+            format!("makes the namespace {namespace:?} (from the namespace template {template:?}), which is not a DNS-1123 label"),
+        )
+    })
+}
+
+/// A NodePort control plane's port must lie in the cluster's NodePort range.
+pub fn check_node_port(field: &str, range: PortRange, port: i32) -> Result<(), FieldError> {
+    if range.contains(port) {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            format!(
+                "{port} is outside the cluster's NodePort range {range}: a NodePort control plane serves on its node port, so pick a port in that range"
+            ),
+        ))
+    }
+}
+
 /// Checks an upgrade: never down, never skipping a minor.
 pub fn check_upgrade(field: &str, from: KubeVersion, to: KubeVersion) -> Result<(), FieldError> {
     if to < from {
@@ -375,6 +471,50 @@ mod tests {
             assert_eq!(Name::parse("name", bad).unwrap_err().field, "name", "{bad:?}");
         }
         assert!(Name::parse("name", &"a".repeat(63)).is_ok());
+    }
+
+    #[test]
+    fn control_plane_names_are_dns_1035_labels() {
+        assert!(check_dns1035("name", "prod-1").is_ok());
+        for bad in ["1prod", "0", "-a", "a-", "Prod", "a_b", "", &"a".repeat(64)] {
+            assert_eq!(check_dns1035("name", bad).unwrap_err().field, "name", "{bad:?}");
+        }
+        assert!(check_dns1035("name", &format!("a{}", "9".repeat(62))).is_ok());
+    }
+
+    #[test]
+    fn slugs_whose_namespace_exceeds_63_characters_are_refused() {
+        assert!(check_namespace("slug", "tp-{tenant}", &"a".repeat(60)).is_ok());
+        let err = check_namespace("slug", "tp-{tenant}", &"a".repeat(61)).unwrap_err();
+        assert_eq!(err.field, "slug");
+        assert!(
+            err.message.contains("would have 64 characters"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("at most 60 characters"), "{}", err.message);
+        assert!(check_namespace("slug", "{tenant}", &"a".repeat(63)).is_ok());
+        assert!(check_namespace("slug", "Tenant-{tenant}", "a").is_err());
+    }
+
+    #[test]
+    fn node_ports_must_be_in_the_range() {
+        let range = PortRange::NODE_PORTS;
+        assert!(check_node_port("port", range, 30000).is_ok());
+        assert!(check_node_port("port", range, 32767).is_ok());
+        for bad in [6443, 29999, 32768] {
+            assert_eq!(check_node_port("port", range, bad).unwrap_err().field, "port");
+        }
+        assert_eq!(
+            "30000-30010".parse::<PortRange>().unwrap(),
+            PortRange {
+                low: 30000,
+                high: 30010
+            }
+        );
+        for bad in ["30000", "2-1", "0-10", "1-70000", "a-b"] {
+            assert!(bad.parse::<PortRange>().is_err(), "{bad}");
+        }
     }
 
     #[test]

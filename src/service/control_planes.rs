@@ -15,7 +15,10 @@ use super::{
 };
 use crate::{
     auth::Principal,
-    domain::{FieldError, KubeVersion, Name, Offload, Role, check_labels, check_replicas, check_upgrade},
+    domain::{
+        FieldError, KubeVersion, Name, Offload, Role, check_dns1035, check_labels, check_node_port,
+        check_replicas, check_upgrade,
+    },
     store::{
         self,
         control_planes::{ControlPlaneRow, ListQuery, NewControlPlane, OperationRow},
@@ -25,6 +28,9 @@ use crate::{
 
 /// Largest page.
 pub const MAX_PAGE: i64 = 100;
+
+/// The unique index that keeps a NodePort to one live control plane.
+const NODE_PORT_KEY: &str = "control_planes_node_port_key";
 
 /// Converts a row and its placement to the API shape.
 pub fn to_model_with(row: ControlPlaneRow, placement: Option<Placement>) -> ControlPlane {
@@ -118,7 +124,7 @@ fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Re
             errors.push(e);
         }
     };
-    check(Name::parse("name", &input.name).map(|_| ()));
+    check(check_dns1035("name", &input.name));
     check(
         ctx.versions
             .check("kubernetesVersion", &input.kubernetes_version)
@@ -127,6 +133,8 @@ fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Re
     check(check_replicas("replicas", input.replicas).map(|_| ()));
     if !(1..=65535).contains(&input.port) {
         check(Err(FieldError::new("port", "must be between 1 and 65535")));
+    } else if input.service_type == crate::domain::ServiceType::NodePort {
+        check(check_node_port("port", ctx.limits.node_ports, input.port));
     }
     check(
         input
@@ -183,14 +191,26 @@ pub async fn create(
         labels: serde_json::to_value(&input.labels).unwrap_or_default(),
     };
     // The row, its operation, the outbox row and the audit entry: one statement.
-    let (row, op) = store::control_planes::insert_created(tx, tenant.id, &new, &who.actor(), request_id)
+    let (row, op) = match store::control_planes::insert_created(tx, tenant.id, &new, &who.actor(), request_id)
         .await
-        .on_conflict(|| {
+    {
+        Err(store::StoreError::Conflict(constraint)) if constraint == NODE_PORT_KEY => {
+            return Err(FieldError::new(
+                "port",
+                format!(
+                    "NodePort {} is already taken by another control plane: node ports are unique in the cluster",
+                    input.port
+                ),
+            )
+            .into());
+        }
+        other => other.on_conflict(|| {
             format!(
                 "a control plane named {:?} already exists in this tenant",
                 input.name
             )
-        })?;
+        })?,
+    };
     // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
     let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
     let placement = Placement {
@@ -577,17 +597,36 @@ pub async fn operation(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Resu
         .ok_or(ServiceError::NotFound("operation"))
 }
 
-/// Where the admin kubeconfig of a Ready control plane lives: `(namespace, secret name)`.
-pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<(String, String)> {
+/// The admin kubeconfig Secret of a control plane, derived from its row (never from reported status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigSecret {
+    /// Namespace: the tenant's, from the namespace template.
+    pub namespace: String,
+    /// Name: `<control plane>-admin-kubeconfig`.
+    pub name: String,
+    /// The UID of the control plane's own TCP: the Secret must be owned by it.
+    pub owner_uid: String,
+}
+
+/// Where the admin kubeconfig of a Ready control plane lives: the tenant's namespace and
+/// `<name>-admin-kubeconfig`, owned by the control plane's pinned TCP.
+pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<KubeconfigSecret> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
     let cp = get(ctx, who, &tenant.slug, id).await?;
-    let secret = cp.status.get("kubeconfigSecret");
-    let namespace = secret.and_then(|s| s.get("namespace")).and_then(|v| v.as_str());
-    let name = secret.and_then(|s| s.get("name")).and_then(|v| v.as_str());
-    match (cp.phase.as_str(), namespace, name) {
-        ("Ready", Some(ns), Some(name)) => Ok((ns.to_string(), name.to_string())),
-        (phase, _, _) => Err(ServiceError::NotReady(format!(
+    let not_ready = |phase: &str| {
+        ServiceError::NotReady(format!(
             "the control plane is {phase}, not Ready yet: its kubeconfig does not exist yet"
-        ))),
+        ))
+    };
+    if cp.phase != "Ready" {
+        return Err(not_ready(&cp.phase));
     }
+    let owner_uid = store::outbox::tcp_uid(&ctx.db, tenant.id, cp.id)
+        .await?
+        .ok_or_else(|| not_ready("not yet observed"))?;
+    Ok(KubeconfigSecret {
+        namespace: crate::translate::namespace(&ctx.limits.namespace_template, &tenant.slug),
+        name: format!("{}-admin-kubeconfig", cp.name),
+        owner_uid,
+    })
 }

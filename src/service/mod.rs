@@ -29,6 +29,29 @@ pub struct Ctx {
     pub versions: VersionRange,
     /// Placement settings (auto-offload pool, offloadable resources).
     pub placement: crate::placement::PlacementConfig,
+    /// What the management cluster can accept (namespace template, NodePort range) and per-tenant caps.
+    pub limits: Limits,
+}
+
+/// Inputs the management cluster can accept, and per-tenant caps (from `serve` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Namespace of a tenant's TCPs; `{tenant}` is the tenant slug (the worker's `--namespace-template`).
+    pub namespace_template: String,
+    /// The cluster's NodePort range (`--node-port-range`).
+    pub node_ports: crate::domain::PortRange,
+    /// Live signing keys (active, or retired but still verifying) a tenant may have (`--max-signing-keys`).
+    pub max_signing_keys: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            namespace_template: crate::translate::DEFAULT_NAMESPACE_TEMPLATE.into(),
+            node_ports: crate::domain::PortRange::NODE_PORTS,
+            max_signing_keys: 10,
+        }
+    }
 }
 
 /// Errors of a use-case, mapped to HTTP and GraphQL by the surfaces.

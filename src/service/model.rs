@@ -132,7 +132,8 @@ impl Default for AddonsSpec {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateControlPlane {
-    /// Name (DNS-1123 label), unique in the tenant.
+    /// Name (DNS-1035 label: starts with a letter; it names the control plane's Service), unique in the
+    /// tenant.
     pub name: String,
     /// Kubernetes version `vX.Y.Z` within the supported range.
     pub kubernetes_version: String,
@@ -142,7 +143,8 @@ pub struct CreateControlPlane {
     /// Service type (default ClusterIP).
     #[serde(default = "cluster_ip")]
     pub service_type: ServiceType,
-    /// API server port (default 6443).
+    /// API server port (default 6443); with `NodePort`, also the node port, so within the cluster's
+    /// NodePort range and unique.
     #[serde(default = "port")]
     pub port: i32,
     /// Size class (default small).

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::{
     auth::Principal,
-    domain::{FieldError, Name, Role, check_labels},
+    domain::{FieldError, Name, Role, check_labels, check_namespace},
     store::{self, tenants::TenantRow},
 };
 
@@ -25,6 +25,7 @@ pub fn to_model(row: TenantRow) -> Tenant {
 
 /// Creates a tenant (platform admin).
 pub async fn create(
+    ctx: &Ctx,
     tx: &mut sqlx::PgConnection,
     who: &Principal,
     input: CreateTenant,
@@ -32,7 +33,10 @@ pub async fn create(
 ) -> Result<Tenant> {
     platform_admin(who)?;
     let mut errors = Vec::new();
-    if let Err(e) = Name::parse("slug", &input.slug) {
+    if let Err(e) = Name::parse("slug", &input.slug)
+        .map(|_| ())
+        .and_then(|()| check_namespace("slug", &ctx.limits.namespace_template, &input.slug))
+    {
         errors.push(e);
     }
     if input.display_name.trim().is_empty() || input.display_name.chars().count() > 200 {

@@ -212,7 +212,8 @@ pub async fn mark_deleted(tx: &mut PgConnection, tenant: Uuid, id: Uuid) -> Resu
 
 /// Writes the observed phase and status of a live control plane, and `NOTIFY control_plane_status,
 /// '<tenant>:<id>'` in the same statement (so the same transaction). Writes and notifies only on a change;
-/// a control plane being deleted keeps its phase. Returns whether anything changed.
+/// a control plane being deleted keeps its phase. Returns whether anything changed. Trusts its caller: the
+/// worker writes through [`write_tcp_status`], which checks the TCP is the row's own.
 pub async fn write_status(
     db: impl PgExecutor<'_>,
     tenant: Uuid,
@@ -239,4 +240,137 @@ pub async fn write_status(
     .fetch_optional(db)
     .await?;
     Ok(notified.is_some())
+}
+
+/// The status of one TCP, and which object it is.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusWrite<'a> {
+    /// Tenant (label).
+    pub tenant: Uuid,
+    /// Control plane (label).
+    pub id: Uuid,
+    /// The TCP's namespace.
+    pub namespace: &'a str,
+    /// The TCP's name.
+    pub name: &'a str,
+    /// The TCP's UID.
+    pub uid: &'a str,
+    /// Observed phase.
+    pub phase: &'a str,
+    /// Observed status.
+    pub status: &'a serde_json::Value,
+}
+
+/// What became of a status write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusVerdict {
+    /// Written (and notified).
+    Written,
+    /// The row already says so.
+    Unchanged,
+    /// Not the TCP the worker made for the row: `reason` is `unknown`, `namespace`, `name` or `uid`.
+    Rejected(&'static str),
+}
+
+/// Writes the observed phase and status of a live control plane, and `NOTIFY control_plane_status,
+/// '<tenant>:<id>'` in the same statement (so the same transaction), only when the TCP is the row's own:
+/// in the namespace `namespace_template` gives for the tenant, with the row's name, and with the pinned
+/// UID (pinned here on first sight). Writes and notifies only on a change; a control plane being deleted
+/// keeps its phase.
+pub async fn write_tcp_status(
+    db: &sqlx::PgPool,
+    namespace_template: &str,
+    seen: &StatusWrite<'_>,
+) -> Result<StatusVerdict, StoreError> {
+    let notified = sqlx::query_scalar!(
+        r#"with changed as (
+             update control_planes c
+             set phase = case when c.phase in ('Deleting', 'Deleted') then c.phase else $3 end,
+                 status = $4, tcp_uid = coalesce(c.tcp_uid, $7), updated_at = now()
+             from tenants t
+             where c.tenant_id = $1 and c.id = $2 and c.deleted_at is null and t.id = c.tenant_id
+               and c.name = $5 and replace($8, '{tenant}', t.slug) = $6
+               and (c.tcp_uid is null or c.tcp_uid = $7)
+               and (c.status is distinct from $4 or c.tcp_uid is null
+                    or (c.phase <> $3 and c.phase not in ('Deleting', 'Deleted')))
+             returning c.tenant_id, c.id
+           )
+           select pg_notify('control_plane_status', tenant_id::text || ':' || id::text)::text as "notified"
+           from changed"#,
+        seen.tenant,
+        seen.id,
+        seen.phase,
+        seen.status,
+        seen.name,
+        seen.namespace,
+        seen.uid,
+        namespace_template
+    )
+    .fetch_optional(db)
+    .await?;
+    if notified.is_some() {
+        return Ok(StatusVerdict::Written);
+    }
+    let row = sqlx::query!(
+        "select c.name, c.tcp_uid, t.slug from control_planes c join tenants t on t.id = c.tenant_id
+         where c.tenant_id = $1 and c.id = $2 and c.deleted_at is null",
+        seen.tenant,
+        seen.id
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(match row {
+        None => StatusVerdict::Rejected("unknown"),
+        Some(r) if crate::translate::namespace(namespace_template, &r.slug) != seen.namespace => {
+            StatusVerdict::Rejected("namespace")
+        }
+        Some(r) if r.name != seen.name => StatusVerdict::Rejected("name"),
+        Some(r) if r.tcp_uid.as_deref().is_some_and(|pinned| pinned != seen.uid) => {
+            StatusVerdict::Rejected("uid")
+        }
+        Some(_) => StatusVerdict::Unchanged,
+    })
+}
+
+/// Pins the UID of the TCP the worker just applied for a control plane (replacing an older pin).
+pub async fn pin_tcp(tx: &mut PgConnection, tenant: Uuid, id: Uuid, uid: &str) -> Result<(), StoreError> {
+    sqlx::query!(
+        "update control_planes set tcp_uid = $3 where tenant_id = $1 and id = $2 and tcp_uid is distinct from $3",
+        tenant,
+        id,
+        uid
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Clears the pin of a control plane whose pinned TCP was deleted; returns whether it was pinned to `uid`.
+pub async fn unpin_tcp(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    id: Uuid,
+    uid: &str,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query!(
+        "update control_planes set tcp_uid = null where tenant_id = $1 and id = $2 and tcp_uid = $3",
+        tenant,
+        id,
+        uid
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The pinned TCP UID of a live control plane of `tenant`.
+pub async fn tcp_uid(db: impl PgExecutor<'_>, tenant: Uuid, id: Uuid) -> Result<Option<String>, StoreError> {
+    Ok(sqlx::query_scalar!(
+        "select tcp_uid from control_planes where tenant_id = $1 and id = $2 and deleted_at is null",
+        tenant,
+        id
+    )
+    .fetch_optional(db)
+    .await?
+    .flatten())
 }

@@ -1,9 +1,17 @@
 //! Prometheus metrics of the worker (registered on any `prometheus_client` registry).
 
 use prometheus_client::{
-    metrics::{counter::Counter, gauge::Gauge, histogram::Histogram},
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
+
+/// Labels of a refused status write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectLabels {
+    /// `unknown` (no such live row), `namespace`, `name` or `uid`: what did not match the row's TCP.
+    pub reason: String,
+}
 
 /// The worker's metrics; clones share the same values.
 #[derive(Debug, Clone)]
@@ -20,6 +28,8 @@ pub struct WorkerMetrics {
     pub resync_applies: Counter,
     /// Status changes written back to PostgreSQL.
     pub status_updates: Counter,
+    /// Statuses ignored because the TCP is not the one the worker made for the row its labels name.
+    pub status_rejected: Family<RejectLabels, Counter>,
 }
 
 impl Default for WorkerMetrics {
@@ -31,6 +41,7 @@ impl Default for WorkerMetrics {
             applies: Counter::default(),
             resync_applies: Counter::default(),
             status_updates: Counter::default(),
+            status_rejected: Family::default(),
         }
     }
 }
@@ -60,5 +71,19 @@ impl WorkerMetrics {
             "Status changes written back to PostgreSQL",
             self.status_updates.clone(),
         );
+        registry.register(
+            "worker_status_rejected",
+            "Statuses ignored: the TCP is not the one the worker made for the row its labels name",
+            self.status_rejected.clone(),
+        );
+    }
+
+    /// Counts one refused status write.
+    pub fn reject(&self, reason: &str) {
+        self.status_rejected
+            .get_or_create(&RejectLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 }

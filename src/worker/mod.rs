@@ -8,6 +8,9 @@
 //!   `control-plane.applied` per outbox row makes every counted apply visible.
 //! - **status**: a watcher on our TCPs writes phase and status into `control_planes` and `NOTIFY`s
 //!   `control_plane_status` in the same statement. It starts from a fresh list, so restarts lose nothing.
+//!   Only the TCP the worker made counts: in the namespace from the template, with the row's name, and
+//!   with the UID pinned in `control_planes.tcp_uid` (set from every apply's answer, or on first sight;
+//!   cleared when that TCP is deleted). Any other TCP with the same labels is ignored and counted.
 //! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
 //!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
 //!   managers own and we never send are left alone.
@@ -265,6 +268,11 @@ impl Worker {
                         tracing::warn!(%err, tcp = %tcp.name_any(), "status write failed");
                     }
                 }
+                Ok(Some(watcher::Event::Delete(tcp))) => {
+                    if let Err(err) = self.forget_tcp(&tcp).await {
+                        tracing::warn!(%err, tcp = %tcp.name_any(), "unpinning a deleted TCP failed");
+                    }
+                }
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(()),
                 Err(err) => tracing::warn!(%err, "TenantControlPlane watch failed; backing off"),
@@ -272,23 +280,52 @@ impl Worker {
         }
     }
 
-    /// Writes the status of one TCP back (no-op when unchanged or not ours). Returns whether it changed.
+    /// Writes the status of one TCP back (no-op when unchanged or not ours). Only the TCP the worker made
+    /// for the row its labels name counts: in the namespace from the template, with the row's name and
+    /// the pinned UID; any other is ignored and counted in `worker_status_rejected{reason}`. Returns whether
+    /// it changed.
     pub async fn write_status(&self, tcp: &TenantControlPlane) -> Result<bool, WorkerError> {
         let Some(seen) = status::observe(tcp) else {
             return Ok(false);
         };
-        let changed = store::outbox::write_status(
+        let verdict = store::outbox::write_tcp_status(
             &self.db,
-            seen.tenant_id,
-            seen.control_plane_id,
-            &seen.phase,
-            &seen.status,
+            &self.settings.namespace_template,
+            &store::outbox::StatusWrite {
+                tenant: seen.tenant_id,
+                id: seen.control_plane_id,
+                namespace: &seen.namespace,
+                name: &seen.name,
+                uid: &seen.uid,
+                phase: &seen.phase,
+                status: &seen.status,
+            },
         )
         .await?;
-        if changed {
-            self.metrics.status_updates.inc();
+        match verdict {
+            store::outbox::StatusVerdict::Written => {
+                self.metrics.status_updates.inc();
+                Ok(true)
+            }
+            store::outbox::StatusVerdict::Unchanged => Ok(false),
+            store::outbox::StatusVerdict::Rejected(reason) => {
+                tracing::warn!(
+                    tcp.namespace = %seen.namespace, tcp.name = %seen.name, control_plane = %seen.control_plane_id,
+                    reason, "ignoring the status of a TCP that is not the control plane's own"
+                );
+                self.metrics.reject(reason);
+                Ok(false)
+            }
         }
-        Ok(changed)
+    }
+
+    /// A deleted TCP: if it was the pinned one of the row its labels name, clear the pin so the TCP made
+    /// next (by the worker's next apply) is accepted.
+    pub async fn forget_tcp(&self, tcp: &TenantControlPlane) -> Result<bool, WorkerError> {
+        let (Some((tenant, id)), Some(uid)) = (status::claimed_row(tcp), tcp.metadata.uid.as_deref()) else {
+            return Ok(false);
+        };
+        Ok(store::outbox::unpin_tcp(&self.db, tenant, id, uid).await?)
     }
 
     /// One outbox pass: claims up to `batch_size` due rows and handles them in one transaction. Returns how
@@ -368,10 +405,13 @@ impl Worker {
         let placement = self.placement(tx, cp).await?;
         let started = Instant::now();
         match self.apply(cp, &placement, slug).await {
-            Ok(()) => {
+            Ok(uid) => {
                 self.metrics
                     .apply_latency
                     .observe(started.elapsed().as_secs_f64());
+                if let Some(uid) = uid {
+                    store::outbox::pin_tcp(tx, cp.tenant_id, cp.id, &uid).await?;
+                }
                 self.finish(tx, row, "succeeded", None).await?;
                 store::audit(
                     &mut *tx,
@@ -472,13 +512,13 @@ impl Worker {
         })
     }
 
-    /// Ensures the namespace and server-side applies the TCP of `cp`.
+    /// Ensures the namespace and server-side applies the TCP of `cp`; returns the applied object's UID.
     async fn apply(
         &self,
         cp: &ControlPlaneRow,
         placement: &Placement,
         slug: &str,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Option<String>, kube::Error> {
         let tcp = translate::translate_with(
             cp,
             placement,
@@ -491,7 +531,7 @@ impl Worker {
         let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api.patch(&cp.name, &params, &Patch::Apply(&tcp)).await {
-            Ok(_) => Ok(()),
+            Ok(applied) => Ok(applied.metadata.uid),
             Err(err) => {
                 // The namespace may have been deleted behind our back: ensure it again next time.
                 self.forget_namespace(&namespace);
@@ -552,7 +592,10 @@ impl Worker {
                 slugs.insert(cp.tenant_id, slug.clone());
                 let placement = self.placement(&mut tx, cp).await?;
                 match self.apply(cp, &placement, slug).await {
-                    Ok(()) => {
+                    Ok(uid) => {
+                        if let Some(uid) = uid {
+                            store::outbox::pin_tcp(&mut tx, cp.tenant_id, cp.id, &uid).await?;
+                        }
                         applied += 1;
                         self.metrics.resync_applies.inc();
                     }

@@ -7,35 +7,72 @@ use crate::{
     translate::{LABEL_CONTROL_PLANE, LABEL_TENANT},
 };
 
-/// The row a TCP belongs to, and what to write there.
+/// The row a TCP claims to belong to, which object it is, and what to write there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observed {
     /// Tenant id (label).
     pub tenant_id: Uuid,
     /// Control-plane id (label).
     pub control_plane_id: Uuid,
-    /// Phase: `status.kubernetesResources.version.status`, default `Provisioning`.
+    /// The TCP's namespace.
+    pub namespace: String,
+    /// The TCP's name.
+    pub name: String,
+    /// The TCP's UID.
+    pub uid: String,
+    /// Phase: see [`phase`].
     pub phase: String,
     /// `control_planes.status`: `observedGeneration`, `conditions`, `endpoint`, `installedVersion`,
     /// `dataStore` and `kubeconfigSecret` (`{namespace, name}`), each only when known.
     pub status: serde_json::Value,
 }
 
-/// Reads the labels and status of `tcp`; `None` when it does not carry our labels.
-pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
+/// The labels a TCP claims its row with: `(tenant, control plane)`.
+pub fn claimed_row(tcp: &TenantControlPlane) -> Option<(Uuid, Uuid)> {
     let labels = tcp.metadata.labels.as_ref()?;
     let tenant_id = Uuid::parse_str(labels.get(LABEL_TENANT)?).ok()?;
     let control_plane_id = Uuid::parse_str(labels.get(LABEL_CONTROL_PLANE)?).ok()?;
+    Some((tenant_id, control_plane_id))
+}
+
+/// The API phase of a TCP. The version status names it (default `Provisioning`), except that `Ready` needs
+/// a fresh `Ready=True` condition: with `Ready=False` it is `NotReady`; with no fresh Ready condition
+/// (missing, `Unknown`, or an `observedGeneration` below `metadata.generation`) it is `Provisioning`.
+pub fn phase(tcp: &TenantControlPlane) -> String {
+    let status = tcp.status.as_ref();
+    let state = status
+        .and_then(|s| s.kubernetes_resources.as_ref())
+        .and_then(|k| k.version.as_ref())
+        .and_then(|v| v.status)
+        .and_then(|s| serde_json::to_value(s).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "Provisioning".to_string());
+    if state != "Ready" {
+        return state;
+    }
+    let generation = tcp.metadata.generation;
+    let ready = status.and_then(|s| {
+        let condition = s.conditions.iter().find(|c| c.type_ == "Ready")?;
+        let observed = condition.observed_generation.or(s.observed_generation);
+        let stale = matches!((observed, generation), (Some(seen), Some(current)) if seen < current);
+        (!stale).then_some(condition.status.as_str())
+    });
+    match ready {
+        Some("True") => state,
+        Some("False") => "NotReady".to_string(),
+        _ => "Provisioning".to_string(),
+    }
+}
+
+/// Reads the labels, identity and status of `tcp`; `None` when it does not carry our labels or has no UID.
+pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
+    let (tenant_id, control_plane_id) = claimed_row(tcp)?;
     let status = tcp.status.clone().unwrap_or_default();
     let version = status
         .kubernetes_resources
         .as_ref()
         .and_then(|k| k.version.as_ref());
-    let phase = version
-        .and_then(|v| v.status)
-        .and_then(|s| serde_json::to_value(s).ok())
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "Provisioning".to_string());
+    let phase = phase(tcp);
     let mut out = serde_json::Map::new();
     if let Some(g) = status.observed_generation {
         out.insert("observedGeneration".into(), g.into());
@@ -68,6 +105,9 @@ pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
     Some(Observed {
         tenant_id,
         control_plane_id,
+        namespace: tcp.metadata.namespace.clone()?,
+        name: tcp.metadata.name.clone()?,
+        uid: tcp.metadata.uid.clone()?,
         phase,
         status: serde_json::Value::Object(out),
     })
@@ -82,7 +122,7 @@ mod tests {
     fn tcp(status: serde_json::Value) -> TenantControlPlane {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-            "metadata": {"name": "prod", "namespace": "tp-acme", "labels": {
+            "metadata": {"name": "prod", "namespace": "tp-acme", "uid": "u-1", "generation": 2, "labels": {
                 "tenantplane.io/tenant": "0193a3c0-0000-7000-8000-0000000000a1",
                 "tenantplane.io/control-plane-id": "0193a3c0-0000-7000-8000-0000000000c1"}},
             "spec": {"controlPlane": {"service": {"serviceType": "ClusterIP"}},
@@ -99,23 +139,61 @@ mod tests {
         assert_eq!(seen.status, serde_json::json!({}));
     }
 
+    fn ready(status: &str, generation: i64) -> serde_json::Value {
+        serde_json::json!({"type": "Ready", "status": status, "reason": "R", "message": "m",
+                           "lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": generation})
+    }
+
+    fn with_ready(version_status: &str, condition: Option<serde_json::Value>) -> String {
+        let conditions: Vec<serde_json::Value> = condition.into_iter().collect();
+        observe(&tcp(serde_json::json!({
+            "conditions": conditions,
+            "kubernetesResources": {"version": {"version": "v1.33.2", "status": version_status}}
+        })))
+        .unwrap()
+        .phase
+    }
+
     #[test]
     fn a_ready_status_carries_endpoint_version_and_kubeconfig_secret() {
         let seen = observe(&tcp(serde_json::json!({
             "controlPlaneEndpoint": "10.0.0.1:6443",
+            "conditions": [ready("True", 2)],
             "kubeconfig": {"admin": {"secretName": "prod-admin-kubeconfig"}},
             "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
         })))
         .unwrap();
         assert_eq!(seen.phase, "Ready");
         assert_eq!(
-            seen.status,
-            serde_json::json!({
-                "endpoint": "10.0.0.1:6443",
-                "installedVersion": "v1.33.2",
-                "kubeconfigSecret": {"namespace": "tp-acme", "name": "prod-admin-kubeconfig"}
-            })
+            (seen.namespace.as_str(), seen.name.as_str(), seen.uid.as_str()),
+            ("tp-acme", "prod", "u-1")
         );
+        assert_eq!(seen.status["endpoint"], "10.0.0.1:6443");
+        assert_eq!(seen.status["installedVersion"], "v1.33.2");
+        assert_eq!(
+            seen.status["kubeconfigSecret"],
+            serde_json::json!({"namespace": "tp-acme", "name": "prod-admin-kubeconfig"})
+        );
+    }
+
+    #[test]
+    fn ready_needs_a_fresh_true_ready_condition() {
+        assert_eq!(with_ready("Ready", Some(ready("True", 2))), "Ready");
+        assert_eq!(with_ready("Ready", Some(ready("False", 2))), "NotReady");
+        assert_eq!(with_ready("Ready", Some(ready("Unknown", 2))), "Provisioning");
+        assert_eq!(with_ready("Ready", None), "Provisioning");
+        assert_eq!(
+            with_ready("Ready", Some(ready("True", 1))),
+            "Provisioning",
+            "a condition about an older generation is not trusted"
+        );
+    }
+
+    #[test]
+    fn other_version_states_pass_through_whatever_the_condition() {
+        assert_eq!(with_ready("Sleeping", Some(ready("False", 2))), "Sleeping");
+        assert_eq!(with_ready("Upgrading", Some(ready("True", 2))), "Upgrading");
+        assert_eq!(with_ready("NotReady", Some(ready("True", 2))), "NotReady");
     }
 
     #[test]

@@ -309,6 +309,7 @@ async fn worker_status_change_shows_in_the_api_within_a_second() {
     let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
     let status = json!({"status": {
         "controlPlaneEndpoint": "10.0.0.7:6443",
+        "conditions": [ready_condition("True", 1)],
         "kubeconfig": {"admin": {"secretName": "prod-admin-kubeconfig"}},
         "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
     }});
@@ -329,6 +330,80 @@ async fn worker_status_change_shows_in_the_api_within_a_second() {
     );
     assert_eq!(body["status"]["endpoint"], "10.0.0.7:6443");
     assert_eq!(body["status"]["installedVersion"], "v1.33.2");
+
+    // The version status alone is not enough: a Ready condition that turns False makes it NotReady.
+    let failing = json!({"status": {"conditions": [ready_condition("False", 1)]}});
+    api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&failing))
+        .await
+        .unwrap();
+    support::eventually("phase NotReady", Duration::from_secs(10), || async {
+        let r = app.call(Method::GET, &path, Some(&token), None).await;
+        (r.body["phase"] == "NotReady").then_some(())
+    })
+    .await;
+}
+
+/// A `Ready` condition about `generation`.
+pub fn ready_condition(status: &str, generation: i64) -> Value {
+    json!({"type": "Ready", "status": status, "reason": "Test", "message": "set by the test",
+           "lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": generation})
+}
+
+/// The pinned TCP UID of a control plane.
+async fn pinned(db: &PgPool, id: Uuid) -> Option<String> {
+    sqlx::query_scalar("select tcp_uid from control_planes where id = $1")
+        .bind(id)
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let slug = app.tenant("wkp").await;
+    let token = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &token, "prod").await;
+    let id: Uuid = created["controlPlane"]["id"].as_str().unwrap().parse().unwrap();
+    let first = wait_tcp(&kube, &slug, "prod", |_| true).await;
+    let first_uid = first.metadata.uid.clone().unwrap();
+    support::eventually("pinned", Duration::from_secs(10), || async {
+        (pinned(&app.ctx.db, id).await.as_deref() == Some(first_uid.as_str())).then_some(())
+    })
+    .await;
+
+    // Someone deletes the TCP behind our back: the pin goes with it, and the re-created TCP is accepted.
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    api.delete("prod", &Default::default()).await.unwrap();
+    support::eventually("unpinned", Duration::from_secs(10), || async {
+        pinned(&app.ctx.db, id).await.is_none().then_some(())
+    })
+    .await;
+    worker.1.resync_once().await.unwrap();
+    let second = wait_tcp(&kube, &slug, "prod", |t| {
+        t.metadata.uid.as_deref() != Some(first_uid.as_str())
+    })
+    .await;
+    let second_uid = second.metadata.uid.clone().unwrap();
+    assert_eq!(pinned(&app.ctx.db, id).await, Some(second_uid));
+    let status = json!({"status": {
+        "conditions": [ready_condition("True", 1)],
+        "controlPlaneEndpoint": "10.0.0.8:6443",
+        "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
+    }});
+    api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
+    let body = support::eventually("phase Ready", Duration::from_secs(10), || async {
+        let r = app.call(Method::GET, &path, Some(&token), None).await;
+        (r.body["phase"] == "Ready").then_some(r.body)
+    })
+    .await;
+    assert_eq!(body["status"]["endpoint"], "10.0.0.8:6443");
 }
 
 fn worker_process(url: &str, log: &std::path::Path) -> ChildProcess {

@@ -465,12 +465,59 @@ async fn list_filters_by_status_version_and_label() {
     );
 }
 
+/// A TenantControlPlane `name` in `namespace` (only to own Secrets); returns its UID.
+async fn owner_tcp(client: &kube::Client, namespace: &str, name: &str) -> String {
+    let tcp: tenantplane::k8s::crd::TenantControlPlane = serde_json::from_value(json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
+        "metadata": {"name": name},
+        "spec": {"controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                 "kubernetes": {"version": "v1.33.2", "kubelet": {}}}
+    }))
+    .unwrap();
+    kube::Api::<tenantplane::k8s::crd::TenantControlPlane>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &tcp)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap()
+}
+
+/// An admin kubeconfig Secret `name` owned by the TCP `owner` (UID `uid`).
+async fn kubeconfig_secret(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    owner: &str,
+    uid: &str,
+    text: &str,
+) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": name, "ownerReferences": [{"apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "TenantControlPlane", "name": owner, "uid": uid}]},
+        "stringData": {"admin.conf": text}
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
-async fn kubeconfig_is_409_until_ready_then_comes_from_the_cluster_secret() {
+async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names() {
+    crate::support::crds_installed();
     let client = crate::support::client().await;
-    let ns = crate::support::namespace(&client, "kcfg").await;
     let app = super::spawn_app_with(Some(client.clone())).await;
     let slug = app.tenant("kcfg").await;
+    // The tenant's namespace, as the worker's namespace template makes it.
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": format!("tp-{slug}")}})).unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&Default::default(), &ns)
+        .await
+        .unwrap();
+    let ns = format!("tp-{slug}");
     let member = app.token(&slug, "tenant-member").await;
     let created = app.control_plane(&slug, &member, "k").await;
     let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
@@ -479,15 +526,32 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_cluster_secret() {
     assert_eq!(early.status, StatusCode::CONFLICT);
     assert_eq!(early.body["title"], "Not ready yet");
 
-    let secret: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(json!({"metadata": {"name": "k-admin-kubeconfig"}, "stringData": {"admin.conf": "apiVersion: v1\nkind: Config\n"}})).unwrap();
-    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, &ns)
-        .create(&Default::default(), &secret)
-        .await
-        .unwrap();
-    sqlx::query("update control_planes set phase = 'Ready', status = $2 where id = $1")
+    let uid = owner_tcp(&client, &ns, "k").await;
+    kubeconfig_secret(
+        &client,
+        &ns,
+        "k-admin-kubeconfig",
+        "k",
+        &uid,
+        "apiVersion: v1\nkind: Config\n",
+    )
+    .await;
+    // Somewhere else, a Secret that reported status might point at: never read.
+    let elsewhere = crate::support::namespace(&client, "kcfg-other").await;
+    let decoy_uid = owner_tcp(&client, &elsewhere, "k").await;
+    kubeconfig_secret(
+        &client,
+        &elsewhere,
+        "k-admin-kubeconfig",
+        "k",
+        &decoy_uid,
+        "decoy\n",
+    )
+    .await;
+    sqlx::query("update control_planes set phase = 'Ready', status = $2, tcp_uid = $3 where id = $1")
         .bind(uuid::Uuid::parse_str(&id).unwrap())
-        .bind(json!({"kubeconfigSecret": {"namespace": ns, "name": "k-admin-kubeconfig"}}))
+        .bind(json!({"kubeconfigSecret": {"namespace": elsewhere, "name": "k-admin-kubeconfig"}}))
+        .bind(&uid)
         .execute(&app.ctx.db)
         .await
         .unwrap();
@@ -499,6 +563,20 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_cluster_secret() {
     assert_eq!(
         app.call(Method::GET, &path, Some(&viewer), None).await.status,
         StatusCode::FORBIDDEN
+    );
+
+    // A Secret of that name not owned by the control plane's own TCP is not served.
+    sqlx::query("update control_planes set tcp_uid = $2 where id = $1")
+        .bind(uuid::Uuid::parse_str(&id).unwrap())
+        .bind(&decoy_uid)
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let foreign = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(foreign.status, StatusCode::CONFLICT, "{}", foreign.text);
+    assert_eq!(
+        foreign.body["detail"],
+        "the kubeconfig Secret is not owned by this control plane's TenantControlPlane (yet)"
     );
 }
 

@@ -6,6 +6,7 @@ mod errors;
 mod external_issuers;
 mod placement;
 mod tokens;
+mod unsatisfiable;
 
 use std::sync::Arc;
 
@@ -79,6 +80,7 @@ pub async fn spawn_app_full(
         },
         versions: Default::default(),
         placement: Default::default(),
+        limits: Default::default(),
     };
     let state = AppState {
         ctx: ctx.clone(),

@@ -239,6 +239,7 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
         },
         versions: Default::default(),
         placement: Default::default(),
+        limits: Default::default(),
     };
     let principal = tenantplane::service::tokens::authenticate(&ctx, &token)
         .await
