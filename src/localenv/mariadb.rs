@@ -16,6 +16,7 @@ use super::{
 pub struct LocalMariaDb {
     child: ChildProcess,
     port: ports::PortClaim,
+    socket: PathBuf,
 }
 
 const INIT_SQL: &str = "\
@@ -24,15 +25,48 @@ GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
 FLUSH PRIVILEGES;
 ";
 
+/// TLS for [`LocalMariaDb::start_tls`]: every TCP connection needs TLS (`require_secure_transport`),
+/// and the account [`TLS_ADMIN`] (all privileges) also a client certificate signed by `ca`.
+#[derive(Debug, Clone, Copy)]
+pub struct MariaDbTls<'a> {
+    /// Signs the server certificate (SAN 127.0.0.1, localhost) and client certificates.
+    pub ca: &'a super::pki::TinyCa,
+    /// The password of [`TLS_ADMIN`].
+    pub password: &'a str,
+}
+
+/// The administrator account of a TLS server: `'tpadmin'@'%'`, `REQUIRE X509`.
+pub const TLS_ADMIN: &str = "tpadmin";
+
 impl LocalMariaDb {
     /// Initializes a data directory under `dir` and starts `mariadbd`.
     pub async fn start(dir: PathBuf) -> Result<Self> {
+        Self::start_with(dir, None).await
+    }
+
+    /// Like [`LocalMariaDb::start`], with TLS required on TCP and a certificate-authenticated admin.
+    /// `root` then connects through the unix socket only ([`LocalMariaDb::socket_url`]).
+    pub async fn start_tls(dir: PathBuf, tls: MariaDbTls<'_>) -> Result<Self> {
+        Self::start_with(dir, Some(tls)).await
+    }
+
+    async fn start_with(dir: PathBuf, tls: Option<MariaDbTls<'_>>) -> Result<Self> {
         let install_db = assets::system_program("mariadb-install-db")?;
         let mariadbd = assets::system_program("mariadbd")?;
         let data = dir.join("data");
         std::fs::create_dir_all(&data).context("create the MariaDB data dir")?;
         let init_file = dir.join("init.sql");
-        std::fs::write(&init_file, INIT_SQL).context("write the MariaDB init file")?;
+        let mut init = INIT_SQL.to_string();
+        let mut tls_args = Vec::new();
+        if let Some(tls) = tls {
+            tls_args = write_tls(&dir, tls.ca)?;
+            init.push_str(&format!(
+                "CREATE USER IF NOT EXISTS '{TLS_ADMIN}'@'%' IDENTIFIED BY '{}' REQUIRE X509;\n\
+                 GRANT ALL PRIVILEGES ON *.* TO '{TLS_ADMIN}'@'%' WITH GRANT OPTION;\nFLUSH PRIVILEGES;\n",
+                tls.password.replace('\'', "''")
+            ));
+        }
+        std::fs::write(&init_file, init).context("write the MariaDB init file")?;
         let root_flag: Vec<String> = if running_as_root() {
             vec!["--user=root".into()]
         } else {
@@ -67,9 +101,17 @@ impl LocalMariaDb {
                     "--skip-name-resolve".into(),
                     "--max-connections=300".into(),
                 ])
+                .args(tls_args.iter())
                 .args(root_flag.clone());
             let mut child = ChildProcess::spawn(&spec, &dir.join("mariadbd.log"))?;
-            let url = format!("mysql://root@127.0.0.1:{}/mysql", port.port());
+            let url = if tls.is_some() {
+                format!(
+                    "mysql://root@localhost/mysql?socket={}",
+                    dir.join("mysqld.sock").display()
+                )
+            } else {
+                format!("mysql://root@127.0.0.1:{}/mysql", port.port())
+            };
             let ready = wait_until("MariaDB", Duration::from_secs(90), &mut child, || {
                 let url = url.clone();
                 async move {
@@ -83,7 +125,13 @@ impl LocalMariaDb {
             })
             .await;
             match ready {
-                Ok(()) => return Ok(Self { child, port }),
+                Ok(()) => {
+                    return Ok(Self {
+                        child,
+                        port,
+                        socket: dir.join("mysqld.sock"),
+                    });
+                }
                 Err(LocalEnvError::Exited(e)) if e.address_in_use => last = Some(LocalEnvError::Exited(e)),
                 Err(e) => return Err(e),
             }
@@ -101,6 +149,11 @@ impl LocalMariaDb {
         format!("mysql://root@127.0.0.1:{}/{db}", self.port())
     }
 
+    /// A sqlx URL for root over the unix socket (also works when TCP needs TLS).
+    pub fn socket_url(&self, db: &str) -> String {
+        format!("mysql://root@localhost/{db}?socket={}", self.socket.display())
+    }
+
     /// A kine DSN for the root user and database `db`.
     pub fn kine_dsn(&self, db: &str) -> String {
         format!("mysql://root@tcp(127.0.0.1:{})/{db}", self.port())
@@ -110,4 +163,23 @@ impl LocalMariaDb {
     pub fn pid(&self) -> u32 {
         self.child.pid()
     }
+}
+
+/// Writes the server certificate, its key and the CA into `dir`; returns the server's TLS flags.
+fn write_tls(dir: &std::path::Path, ca: &super::pki::TinyCa) -> Result<Vec<String>> {
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let server = ca
+        .server("mariadb", &["localhost"], &[loopback])
+        .map_err(|e| LocalEnvError::Other(format!("MariaDB server certificate: {e}")))?;
+    let mut args = vec!["--require-secure-transport=ON".to_string()];
+    for (name, content, flag) in [
+        ("server.crt", &server.cert_pem, "ssl-cert"),
+        ("server.key", &server.key_pem, "ssl-key"),
+        ("ca.crt", &ca.ca.cert_pem, "ssl-ca"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, content).context(format!("write {}", path.display()))?;
+        args.push(format!("--{flag}={}", path.display()));
+    }
+    Ok(args)
 }

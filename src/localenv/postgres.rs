@@ -10,7 +10,8 @@ use super::{
     running_as_root, user_ids, wait_until,
 };
 
-/// A running local PostgreSQL server with trust authentication for user `postgres`.
+/// A running local PostgreSQL server with trust authentication for user `postgres` (or, started with
+/// [`LocalPostgres::start_tls`], TLS with client certificates on TCP).
 #[derive(Debug)]
 pub struct LocalPostgres {
     child: ChildProcess,
@@ -18,9 +19,37 @@ pub struct LocalPostgres {
     dir: PathBuf,
 }
 
+/// TLS for [`LocalPostgres::start_tls`]: TCP clients need TLS, a client certificate whose CN is their
+/// user (`clientcert=verify-full`) and their password (SCRAM); the unix socket stays trusted.
+#[derive(Debug, Clone, Copy)]
+pub struct PgTls<'a> {
+    /// Signs the server certificate (SAN 127.0.0.1, localhost) and is the only client CA.
+    pub ca: &'a super::pki::TinyCa,
+    /// The password set for `postgres`.
+    pub password: &'a str,
+}
+
 impl LocalPostgres {
     /// Initializes a cluster under `dir` and starts it (as user `postgres` when we are root).
     pub async fn start(dir: PathBuf) -> Result<Self> {
+        Self::start_with(dir, None).await
+    }
+
+    /// Like [`LocalPostgres::start`], with TLS and client-certificate authentication on TCP.
+    pub async fn start_tls(dir: PathBuf, tls: PgTls<'_>) -> Result<Self> {
+        Self::start_with(dir, Some(tls)).await
+    }
+
+    /// Options for the unix socket, as `postgres`, database `db` (works with and without TLS).
+    pub fn socket_options(&self, db: &str) -> sqlx::postgres::PgConnectOptions {
+        sqlx::postgres::PgConnectOptions::new()
+            .socket(self.dir.join("sockets"))
+            .port(self.port())
+            .username("postgres")
+            .database(db)
+    }
+
+    async fn start_with(dir: PathBuf, tls: Option<PgTls<'_>>) -> Result<Self> {
         let user = running_as_root().then(|| "postgres".to_string());
         let data = dir.join("data");
         let sockets = dir.join("sockets");
@@ -37,6 +66,7 @@ impl LocalPostgres {
                     .context(format!("chown {}", path.display()))?;
             }
         }
+        let ids = user.as_deref().and_then(user_ids);
         let initdb = assets::system_program("initdb")?;
         let postgres = assets::system_program("postgres")?;
         let log = dir.join("postgres.log");
@@ -58,6 +88,10 @@ impl LocalPostgres {
                 .context("initdb")?;
         }
 
+        let tls_args = match tls {
+            Some(tls) => write_tls(&data, tls.ca, ids)?,
+            None => Vec::new(),
+        };
         let mut last = None;
         for _attempt in 0..3 {
             let port = ports::claim().context("claim a port for PostgreSQL")?;
@@ -88,13 +122,20 @@ impl LocalPostgres {
                 // Statement counts for tests that assert how many SQL statements a request runs
                 // (`create extension pg_stat_statements` in the database that needs them).
                 .args(["-c", "shared_preload_libraries=pg_stat_statements"])
+                .args(tls_args.iter())
                 .user(user.clone());
             let mut child = ChildProcess::spawn(&spec, &log)?;
-            let url = format!("postgres://postgres@127.0.0.1:{}/postgres", port.port());
+            let options = sqlx::postgres::PgConnectOptions::new()
+                .socket(&sockets)
+                .port(port.port())
+                .username("postgres")
+                .database("postgres");
             let ready = wait_until("PostgreSQL", Duration::from_secs(60), &mut child, || {
-                let url = url.clone();
+                let options = options.clone();
                 async move {
-                    let mut conn = PgConnection::connect(&url).await.map_err(|e| e.to_string())?;
+                    let mut conn = PgConnection::connect_with(&options)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     sqlx::query("select 1")
                         .execute(&mut conn)
                         .await
@@ -104,12 +145,30 @@ impl LocalPostgres {
             })
             .await;
             match ready {
-                Ok(()) => return Ok(Self { child, port, dir }),
+                Ok(()) => {
+                    let server = Self { child, port, dir };
+                    if let Some(tls) = tls {
+                        server.set_password(tls.password).await?;
+                    }
+                    return Ok(server);
+                }
                 Err(LocalEnvError::Exited(e)) if e.address_in_use => last = Some(LocalEnvError::Exited(e)),
                 Err(e) => return Err(e),
             }
         }
         Err(last.unwrap_or_else(|| LocalEnvError::Other("PostgreSQL did not start".into())))
+    }
+
+    async fn set_password(&self, password: &str) -> Result<()> {
+        let mut conn = PgConnection::connect_with(&self.socket_options("postgres"))
+            .await
+            .map_err(|e| LocalEnvError::Other(format!("PostgreSQL socket: {e}")))?;
+        let statement = format!("alter role postgres password '{}'", password.replace('\'', "''"));
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut conn)
+            .await
+            .map_err(|e| LocalEnvError::Other(format!("set the postgres password: {e}")))?;
+        Ok(())
     }
 
     /// The port the server listens on (127.0.0.1).
@@ -136,6 +195,45 @@ impl LocalPostgres {
     pub fn pid(&self) -> u32 {
         self.child.pid()
     }
+}
+
+/// Writes the server certificate, its key and the client CA into `data`, and a `pg_hba.conf` that
+/// trusts the unix socket and wants TLS, a client certificate (CN = user) and a password on TCP.
+/// Returns the server flags that turn TLS on.
+fn write_tls(
+    data: &std::path::Path,
+    ca: &super::pki::TinyCa,
+    ids: Option<(u32, u32)>,
+) -> Result<Vec<String>> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let server = ca
+        .server("postgres", &["localhost"], &[loopback])
+        .map_err(|e| LocalEnvError::Other(format!("PostgreSQL server certificate: {e}")))?;
+    let hba = "local all all trust\nhostssl all all 127.0.0.1/32 scram-sha-256 clientcert=verify-full\n";
+    for (name, content, mode) in [
+        ("server.crt", server.cert_pem.as_str(), 0o644),
+        ("server.key", server.key_pem.as_str(), 0o600),
+        ("client-ca.crt", ca.ca.cert_pem.as_str(), 0o644),
+        ("pg_hba.conf", hba, 0o600),
+    ] {
+        let path = data.join(name);
+        std::fs::write(&path, content).context(format!("write {}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).context("chmod")?;
+        if let Some((uid, gid)) = ids {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).context("chown")?;
+        }
+    }
+    let settings = [
+        "ssl=on",
+        "ssl_cert_file=server.crt",
+        "ssl_key_file=server.key",
+        "ssl_ca_file=client-ca.crt",
+    ];
+    Ok(settings
+        .into_iter()
+        .flat_map(|setting| ["-c".to_string(), setting.to_string()])
+        .collect())
 }
 
 /// Creates a fresh, uniquely named database on the server at `admin_url` and returns its URL.

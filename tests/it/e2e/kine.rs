@@ -4,7 +4,13 @@ use futures_util::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::{Connection, MySqlConnection, PgConnection};
-use tenantplane::localenv::{self, nats::LocalNats};
+use tenantplane::localenv::{
+    self,
+    mariadb::{LocalMariaDb, MariaDbTls, TLS_ADMIN},
+    nats::LocalNats,
+    pki::TinyCa,
+    postgres::{LocalPostgres, PgTls},
+};
 
 use super::{Stack, etcd::schema, namespace_and_event, namespaces, stack};
 use crate::support;
@@ -98,6 +104,130 @@ async fn mariadb_through_kine_serves_two_tenants_each_in_its_own_database() {
         let mut db = MySqlConnection::connect(&support::mariadb().url_for(schema))
             .await
             .unwrap();
+        let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
+    }
+    stack.stop().await;
+}
+
+/// The tenant's `<tcp>-datastore-certificate` holds a client certificate of its own (CN = its database
+/// user), never the DataStore admin's.
+async fn own_certificate(stack: &Stack, t: usize, user: &str, admin_cert: &str) {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(stack.kube.clone(), &stack.tenants[t].namespace);
+    let data = secrets
+        .get("prod-datastore-certificate")
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    let cert = String::from_utf8(data["server.crt"].0.clone()).unwrap();
+    assert_ne!(cert, admin_cert);
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert.as_bytes()).unwrap();
+    let parsed = pem.parse_x509().unwrap();
+    let cns: Vec<&str> = parsed
+        .subject()
+        .iter_common_name()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(cns, [user]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_over_tls_with_client_certificates_serves_two_tenants_each_with_its_own_certificate() {
+    let ca = TinyCa::new("e2e-pg-tls-ca").unwrap();
+    let tls = PgTls {
+        ca: &ca,
+        password: "pg-admin-pw",
+    };
+    let pg = LocalPostgres::start_tls(localenv::scratch_dir("e2e-pg-tls").unwrap(), tls)
+        .await
+        .unwrap();
+    let admin = ca.client("postgres", &[]).unwrap();
+    let stack = stack("e2e-pgtls", 2).await;
+    stack.pool("pgtls").await;
+    let endpoint = format!("127.0.0.1:{}", pg.port());
+    stack
+        .tls_datastore(
+            "pgtls",
+            "PostgreSQL",
+            &endpoint,
+            ("postgres", "pg-admin-pw"),
+            &ca,
+            &admin,
+        )
+        .await;
+    let schemas = two_tenants_serve(&stack, "pgtls").await;
+    let mut server = PgConnection::connect_with(&pg.socket_options("postgres"))
+        .await
+        .unwrap();
+    for (t, schema) in schemas.iter().enumerate() {
+        own_certificate(&stack, t, schema, &admin.cert_pem).await;
+        // kine's connections as the server sees them: TLS, with the tenant's own certificate.
+        let seen: Vec<(bool, Option<String>)> = sqlx::query_as(
+            "select s.ssl, s.client_dn from pg_stat_ssl s join pg_stat_activity a using (pid) \
+             where a.usename = $1 and a.datname = $1",
+        )
+        .bind(schema)
+        .fetch_all(&mut server)
+        .await
+        .unwrap();
+        assert!(!seen.is_empty(), "no kine connection of {schema}");
+        assert!(
+            seen.iter().all(|s| *s == (true, Some(format!("/CN={schema}")))),
+            "{seen:?}"
+        );
+        let mut db = PgConnection::connect_with(&pg.socket_options(schema))
+            .await
+            .unwrap();
+        let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
+        assert_eq!(
+            rows,
+            vec![format!("/registry/namespaces/only-tenant-{t}")],
+            "database {schema}"
+        );
+    }
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_over_tls_serves_two_tenants_each_with_its_own_certificate_and_password() {
+    let ca = TinyCa::new("e2e-my-tls-ca").unwrap();
+    let tls = MariaDbTls {
+        ca: &ca,
+        password: "my-admin-pw",
+    };
+    let my = LocalMariaDb::start_tls(localenv::scratch_dir("e2e-my-tls").unwrap(), tls)
+        .await
+        .unwrap();
+    // TCP without TLS is refused: every tenant connection below is TLS.
+    let plain = format!(
+        "mysql://{TLS_ADMIN}:my-admin-pw@127.0.0.1:{}/mysql?ssl-mode=disabled",
+        my.port()
+    );
+    assert!(MySqlConnection::connect(&plain).await.is_err());
+    let admin = ca.client(TLS_ADMIN, &[]).unwrap();
+    let stack = stack("e2e-mytls", 2).await;
+    stack.pool("mytls").await;
+    let endpoint = format!("127.0.0.1:{}", my.port());
+    stack
+        .tls_datastore(
+            "mytls",
+            "MySQL",
+            &endpoint,
+            (TLS_ADMIN, "my-admin-pw"),
+            &ca,
+            &admin,
+        )
+        .await;
+    let schemas = two_tenants_serve(&stack, "mytls").await;
+    for (t, schema) in schemas.iter().enumerate() {
+        own_certificate(&stack, t, schema, &admin.cert_pem).await;
+        let mut db = MySqlConnection::connect(&my.socket_url(schema)).await.unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
         assert_eq!(
             rows,

@@ -24,7 +24,7 @@ use tenantplane::{
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
-        pki::TinyCa,
+        pki::{CertKey, TinyCa},
     },
     runner::{Runner, RunnerSettings},
     translate::TenantAddress,
@@ -306,6 +306,50 @@ impl Stack {
         let body = json!({
             "name": name, "pool": pool, "driver": driver, "endpoints": [endpoint],
             "secrets": api, "capacityTenants": capacity,
+        });
+        self.register(body, spec).await;
+        name
+    }
+
+    /// A SQL DataStore in `pool` over TLS: the CA (with its key, so tenants get client certificates of
+    /// their own), the admin's client certificate `admin` and basic auth.
+    pub async fn tls_datastore(
+        &self,
+        pool: &str,
+        driver: &str,
+        endpoint: &str,
+        (user, password): (&str, &str),
+        ca: &TinyCa,
+        admin: &CertKey,
+    ) -> String {
+        let name = support::unique(&format!("e2e-tls-{}", driver.to_lowercase()));
+        let secret = format!("{name}-tls");
+        let entries = [
+            ("username", user),
+            ("password", password),
+            ("ca.crt", ca.ca.cert_pem.as_str()),
+            ("ca.key", ca.ca.key_pem.as_str()),
+            ("admin.crt", admin.cert_pem.as_str()),
+            ("admin.key", admin.key_pem.as_str()),
+        ];
+        self.secret(&secret, &entries).await;
+        let spec = json!({
+            "driver": driver,
+            "endpoints": [endpoint],
+            "basicAuth": {"username": self.sref(&secret, "username"), "password": self.sref(&secret, "password")},
+            "tlsConfig": {
+                "certificateAuthority": {"certificate": self.sref(&secret, "ca.crt"), "privateKey": self.sref(&secret, "ca.key")},
+                "clientCertificate": {"certificate": self.sref(&secret, "admin.crt"), "privateKey": self.sref(&secret, "admin.key")},
+            },
+        });
+        let api = json!({
+            "username": self.api_ref(&secret, "username"), "password": self.api_ref(&secret, "password"),
+            "caCertificate": self.api_ref(&secret, "ca.crt"), "caPrivateKey": self.api_ref(&secret, "ca.key"),
+            "clientCertificate": self.api_ref(&secret, "admin.crt"), "clientPrivateKey": self.api_ref(&secret, "admin.key"),
+        });
+        let body = json!({
+            "name": name, "pool": pool, "driver": driver, "endpoints": [endpoint],
+            "secrets": api, "capacityTenants": 10,
         });
         self.register(body, spec).await;
         name
