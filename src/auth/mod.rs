@@ -85,6 +85,8 @@ pub struct Principal {
     pub subject: String,
     /// Token expiry.
     pub expires_at: DateTime<Utc>,
+    /// Issued by an external OIDC issuer: its revocation is the issuer's, so only expiry is rechecked.
+    pub external: bool,
 }
 
 impl Principal {

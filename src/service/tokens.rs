@@ -231,7 +231,27 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
         role: claims.role,
         subject: claims.sub,
         expires_at: row.expires_at,
+        external: false,
     })
+}
+
+/// Checks again that an authenticated caller's token still holds (long-lived connections, before each
+/// operation): not expired, and for our own tokens not revoked.
+pub async fn recheck(ctx: &Ctx, who: &Principal) -> std::result::Result<(), TokenError> {
+    if who.expires_at <= Utc::now() {
+        return Err(TokenError::Invalid("expired"));
+    }
+    if who.external {
+        return Ok(());
+    }
+    let row = store::tokens::get(&ctx.db, who.jti)
+        .await
+        .map_err(|_| TokenError::Unavailable)?
+        .ok_or(TokenError::Revoked)?;
+    if row.revoked_at.is_some() || row.expires_at <= Utc::now() {
+        return Err(TokenError::Revoked);
+    }
+    Ok(())
 }
 
 /// Authenticates a token of an external OIDC issuer: its signature and claims, then the tenant its
@@ -271,5 +291,6 @@ async fn authenticate_external(
         role: identity.role,
         subject: format!("{}@{}", identity.subject, identity.issuer),
         expires_at: identity.expires_at,
+        external: true,
     })
 }

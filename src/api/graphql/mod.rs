@@ -93,6 +93,14 @@ pub struct GraphqlSettings {
         default_value_t = 256
     )]
     pub subscription_buffer: usize,
+    /// Seconds between re-checks of a WebSocket connection's token (revocation, expiry) while it is open;
+    /// each operation re-checks it too, and a timer closes the connection at the token's expiry.
+    #[arg(
+        long = "graphql-token-recheck-seconds",
+        env = "TENANTPLANE_GRAPHQL_TOKEN_RECHECK_SECONDS",
+        default_value_t = 10.0
+    )]
+    pub token_recheck_seconds: f64,
 }
 
 impl Default for GraphqlSettings {
@@ -102,6 +110,18 @@ impl Default for GraphqlSettings {
             introspection: true,
             max_request_bytes: 32768,
             subscription_buffer: 256,
+            token_recheck_seconds: 10.0,
+        }
+    }
+}
+
+impl GraphqlSettings {
+    /// The token re-check interval (at least 100 ms).
+    pub fn token_recheck(&self) -> Duration {
+        if self.token_recheck_seconds.is_finite() && self.token_recheck_seconds > 0.1 {
+            Duration::from_secs_f64(self.token_recheck_seconds)
+        } else {
+            Duration::from_millis(100)
         }
     }
 }
@@ -368,23 +388,135 @@ fn websocket(
         .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state.ctx, rid.0))
+        .on_upgrade(move |socket| {
+            serve_socket(
+                socket,
+                schema,
+                protocol,
+                state.ctx,
+                rid.0,
+                state.graphql.token_recheck(),
+            )
+        })
 }
 
+/// One WebSocket connection's shared state between its input filter and its output loop.
+#[derive(Clone)]
+struct SocketState {
+    ctx: Ctx,
+    /// The caller, once `connection_init` succeeded.
+    who: Arc<std::sync::Mutex<Option<Principal>>>,
+    /// Live subscriptions.
+    active: Arc<AtomicUsize>,
+    /// A client asked for more than [`MAX_SUBSCRIPTIONS`].
+    too_many: Arc<Notify>,
+    /// An operation refused because the token no longer holds: `(operation id, why)`.
+    denied: tokio::sync::mpsc::UnboundedSender<(Option<String>, TokenError)>,
+    /// Why the client's side ended, when it was an error (e.g. a message over the size limit).
+    input_error: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl SocketState {
+    fn caller(&self) -> Option<Principal> {
+        self.who.lock().ok().and_then(|w| w.clone())
+    }
+
+    /// Lets one client message through, or not: each operation (`subscribe`, `start`) first re-checks the
+    /// token (revocation and expiry), and one over the subscription cap is not started.
+    async fn admit(self, message: Result<Message, axum::Error>) -> Option<Vec<u8>> {
+        let bytes = match message {
+            Ok(Message::Text(t)) => t.as_str().as_bytes().to_vec(),
+            Ok(Message::Binary(b)) => b.to_vec(),
+            _ => return None,
+        };
+        let parsed = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        let starts = parsed.as_ref().is_some_and(|v| {
+            matches!(
+                v.get("type").and_then(|t| t.as_str()),
+                Some("subscribe" | "start")
+            )
+        });
+        if !starts {
+            return Some(bytes);
+        }
+        if let Some(who) = self.caller()
+            && let Err(err) = service::tokens::recheck(&self.ctx, &who).await
+        {
+            let id = parsed
+                .as_ref()
+                .and_then(|v| v.get("id"))
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            let _ = self.denied.send((id, err));
+            return None;
+        }
+        if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
+            self.too_many.notify_one();
+            return None;
+        }
+        Some(bytes)
+    }
+}
+
+/// The close frame of a token that no longer holds: `4403`, or `1011` when the token store is down.
+fn token_close(err: &TokenError) -> (u16, String) {
+    match err {
+        TokenError::Unavailable => (1011, err.to_string()),
+        err => (4403, format!("Forbidden: {err}")),
+    }
+}
+
+/// The `error` message of a refused operation, in the connection's protocol.
+fn operation_error(protocol: Protocols, id: &str, message: &str) -> String {
+    let error = serde_json::json!({"message": message, "extensions": {"code": "UNAUTHENTICATED"}});
+    let payload = match protocol {
+        Protocols::GraphQLWS => serde_json::json!([error]),
+        Protocols::SubscriptionsTransportWS => error,
+    };
+    serde_json::json!({"type": "error", "id": id, "payload": payload}).to_string()
+}
+
+fn close_message(code: u16, reason: String) -> Message {
+    Message::Close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }))
+}
+
+/// The close frame for what async-graphql ends a connection with.
+fn graphql_close(code: u16, reason: String) -> Message {
+    match (code, reason) {
+        (1002, r) if r.starts_with(INIT_UNAUTHORIZED) => close_message(4403, r),
+        (1002, r) if r.starts_with(INIT_UNAVAILABLE) => close_message(1011, r),
+        (1011, r) if r.contains("handshake") => {
+            close_message(4401, "Unauthorized: send connection_init first".into())
+        }
+        (code, r) => close_message(code, r),
+    }
+}
+
+/// Serves one `/graphql` WebSocket. The token of `connection_init` is checked again before every
+/// operation and every `token_recheck` while the connection lives, and the connection closes (`4403`) when
+/// the token is revoked or expires (a timer fires at `exp`).
 async fn serve_socket(
     socket: WebSocket,
     schema: AppSchema,
     protocol: Protocols,
     ctx: Ctx,
     rid: Option<String>,
+    token_recheck: Duration,
 ) {
     let (mut sink, source) = socket.split();
-    // Live subscriptions on this connection, and the signal that a client asked for too many.
-    let active = Arc::new(AtomicUsize::new(0));
-    let too_many = Arc::new(Notify::new());
-    // Why the client's side ended, when it was an error (e.g. a message over the size limit).
-    let input_error: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-    let seen_error = input_error.clone();
+    let (denied, mut denied_rx) = tokio::sync::mpsc::unbounded_channel();
+    let state = SocketState {
+        ctx: ctx.clone(),
+        who: Arc::default(),
+        active: Arc::new(AtomicUsize::new(0)),
+        too_many: Arc::new(Notify::new()),
+        denied,
+        input_error: Arc::default(),
+    };
+    let seen_error = state.input_error.clone();
     let input = source
         .take_while(move |m| {
             if let (Err(e), Ok(mut slot)) = (m, seen_error.lock()) {
@@ -396,33 +528,14 @@ async fn serve_socket(
             ))
         })
         .filter_map({
-            let (active, too_many) = (active.clone(), too_many.clone());
-            move |m| {
-                let bytes = match m {
-                    Ok(Message::Text(t)) => Some(t.as_str().as_bytes().to_vec()),
-                    Ok(Message::Binary(b)) => Some(b.to_vec()),
-                    _ => None,
-                };
-                // Count subscriptions; one over the cap is not started and closes the connection.
-                let starts = bytes.as_deref().is_some_and(|b| {
-                    serde_json::from_slice::<serde_json::Value>(b).is_ok_and(|v| {
-                        matches!(
-                            v.get("type").and_then(|t| t.as_str()),
-                            Some("subscribe" | "start")
-                        )
-                    })
-                });
-                if starts && active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
-                    too_many.notify_one();
-                    return future::ready(None);
-                }
-                future::ready(bytes)
-            }
+            let state = state.clone();
+            move |m| state.clone().admit(m)
         });
     let slow = SlowConsumer(Arc::new(Notify::new()));
     let mut connection = Data::default();
     connection.insert(slow.clone());
     connection.insert(RequestIdData(rid));
+    let who_slot = state.who.clone();
     let graphql = async_graphql::http::WebSocket::new(schema, input, protocol)
         .connection_data(connection)
         .on_connection_init(move |payload| async move {
@@ -435,6 +548,9 @@ async fn serve_socket(
                     TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
                     e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
                 })?;
+            if let Ok(mut slot) = who_slot.lock() {
+                *slot = Some(who.clone());
+            }
             let mut data = Data::default();
             data.insert(loader::Loaders::new(&ctx, &who));
             data.insert(Caller(who));
@@ -443,30 +559,51 @@ async fn serve_socket(
     let mut graphql = std::pin::pin!(graphql);
     let init_deadline = tokio::time::sleep(INIT_TIMEOUT);
     let mut init_deadline = std::pin::pin!(init_deadline);
+    // The token's expiry, armed once the connection is acknowledged.
+    let expiry = tokio::time::sleep(Duration::MAX / 4);
+    let mut expiry = std::pin::pin!(expiry);
+    let mut recheck = tokio::time::interval(token_recheck.max(Duration::from_millis(100)));
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut acknowledged = false;
-    let close = |code: u16, reason: String| {
-        Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }))
-    };
     loop {
         let message = tokio::select! {
             biased;
-            () = slow.0.notified() => Some(close(
+            () = slow.0.notified() => Some(close_message(
                 CLOSE_SLOW_CONSUMER,
                 "slow consumer: the client fell too far behind the event stream".into(),
             )),
-            () = &mut init_deadline, if !acknowledged => Some(close(4408, "connection initialisation timeout".into())),
-            () = too_many.notified() => Some(close(
+            () = &mut init_deadline, if !acknowledged => Some(close_message(4408, "connection initialisation timeout".into())),
+            Some((id, err)) = denied_rx.recv() => {
+                if let Some(id) = id {
+                    let text = operation_error(protocol, &id, &err.to_string());
+                    let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await;
+                }
+                let (code, reason) = token_close(&err);
+                Some(close_message(code, reason))
+            }
+            () = &mut expiry, if acknowledged => Some(close_message(4403, "Forbidden: the token expired".into())),
+            _ = recheck.tick(), if acknowledged => match state.caller() {
+                Some(who) => service::tokens::recheck(&state.ctx, &who).await.err().map(|err| {
+                    let (code, reason) = token_close(&err);
+                    close_message(code, reason)
+                }),
+                None => None,
+            },
+            () = state.too_many.notified() => Some(close_message(
                 4400,
                 format!("too many subscriptions on one connection (at most {MAX_SUBSCRIPTIONS})"),
             )),
             next = graphql.next() => match next {
                 Some(WsMessage::Text(text)) => {
-                    acknowledged = acknowledged || text.contains("\"connection_ack\"");
+                    if !acknowledged && text.contains("\"connection_ack\"") {
+                        acknowledged = true;
+                        if let Some(who) = state.caller() {
+                            let left = (who.expires_at - chrono::Utc::now()).to_std().unwrap_or_default();
+                            expiry.as_mut().reset(tokio::time::Instant::now() + left);
+                        }
+                    }
                     if text.starts_with("{\"type\":\"complete\"") {
-                        let _ = active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                        let _ = state.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
                     }
                     match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
                         Ok(Ok(())) => None,
@@ -474,16 +611,11 @@ async fn serve_socket(
                         _ => break,
                     }
                 }
-                Some(WsMessage::Close(code, reason)) => Some(match (code, reason) {
-                    (1002, r) if r.starts_with(INIT_UNAUTHORIZED) => close(4403, r),
-                    (1002, r) if r.starts_with(INIT_UNAVAILABLE) => close(1011, r),
-                    (1011, r) if r.contains("handshake") => close(4401, "Unauthorized: send connection_init first".into()),
-                    (code, r) => close(code, r),
-                }),
-                None => Some(match input_error.lock().ok().and_then(|e| e.clone()) {
-                    Some(e) if e.contains("too long") => close(1009, format!("message too big: {e}")),
-                    Some(e) => close(1002, e),
-                    None => close(1000, String::new()),
+                Some(WsMessage::Close(code, reason)) => Some(graphql_close(code, reason)),
+                None => Some(match state.input_error.lock().ok().and_then(|e| e.clone()) {
+                    Some(e) if e.contains("too long") => close_message(1009, format!("message too big: {e}")),
+                    Some(e) => close_message(1002, e),
+                    None => close_message(1000, String::new()),
                 }),
             },
         };

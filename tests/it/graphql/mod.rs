@@ -4,6 +4,7 @@ mod auth_matrix;
 mod limits;
 mod mutations;
 mod queries;
+mod revocation;
 mod subscriptions;
 
 use std::time::Duration;

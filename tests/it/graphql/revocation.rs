@@ -1,0 +1,144 @@
+//! A WebSocket connection's token is checked for every operation and while the connection is idle: a
+//! revoked or expired token closes it with `4403` (issue 17, item 6).
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use tenantplane::api::graphql::GraphqlSettings;
+
+use super::{Incoming, subscribe, ws_next, ws_ready, ws_send};
+use crate::api::{App, spawn_app_with_graphql};
+
+const MINT: &str =
+    "mutation($input: MintTokenInput!) { mintToken(input: $input) { token userErrors { code } } }";
+
+fn settings(recheck_seconds: f64) -> GraphqlSettings {
+    GraphqlSettings {
+        token_recheck_seconds: recheck_seconds,
+        ..Default::default()
+    }
+}
+
+/// The jti of `token`.
+async fn jti(app: &App, token: &str) -> String {
+    let r = app.call(Method::GET, "/api/v1/viewer", Some(token), None).await;
+    r.body["tokenId"].as_str().unwrap().to_string()
+}
+
+async fn revoke(app: &App, slug: &str, admin: &str, jti: &str) {
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tenants/{slug}/tokens/{jti}"),
+            Some(admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+}
+
+async fn tokens(app: &App) -> i64 {
+    sqlx::query_scalar("select count(*) from api_tokens")
+        .fetch_one(&app.ctx.db)
+        .await
+        .unwrap()
+}
+
+fn mint(id: &str, slug: &str) -> serde_json::Value {
+    json!({"id": id, "type": "subscribe", "payload": {"query": MINT,
+           "variables": {"input": {"tenant": slug, "role": "TENANT_ADMIN", "ttlSeconds": 600}}}})
+}
+
+#[tokio::test]
+async fn a_mutation_over_the_socket_of_a_revoked_token_is_refused_and_the_socket_closes_with_4403() {
+    // No periodic re-check during the test: the operation's own check refuses it.
+    let app = spawn_app_with_graphql(settings(3600.0)).await;
+    let slug = app.tenant("ws-revoke").await;
+    let holder = app.token(&slug, "tenant-admin").await;
+    let other_admin = app.token(&slug, "tenant-admin").await;
+    let mut ws = ws_ready(&app, &holder).await;
+    ws_send(&mut ws, mint("1", &slug)).await;
+    match ws_next(&mut ws, Duration::from_secs(5)).await {
+        Incoming::Json(m) => {
+            assert_eq!((&m["type"], &m["id"]), (&json!("next"), &json!("1")), "{m}");
+            assert!(m["payload"]["data"]["mintToken"]["token"].is_string(), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Json(json!({"type": "complete", "id": "1"}))
+    );
+
+    revoke(&app, &slug, &other_admin, &jti(&app, &holder).await).await;
+    let before = tokens(&app).await;
+    ws_send(&mut ws, mint("2", &slug)).await;
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Json(json!({"type": "error", "id": "2", "payload": [
+            {"message": "the token was revoked", "extensions": {"code": "UNAUTHENTICATED"}}]}))
+    );
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Closed(4403, "Forbidden: the token was revoked".into())
+    );
+    assert_eq!(tokens(&app).await, before, "no token was minted");
+}
+
+#[tokio::test]
+async fn an_idle_socket_with_a_live_subscription_closes_with_4403_when_its_token_is_revoked() {
+    let app = spawn_app_with_graphql(settings(0.5)).await;
+    let slug = app.tenant("ws-idle").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let mut ws = ws_ready(&app, &viewer).await;
+    subscribe(&mut ws, "1", &slug).await;
+    // The subscription is live (a token check passed for it); now the token goes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    revoke(&app, &slug, &admin, &jti(&app, &viewer).await).await;
+    let started = Instant::now();
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Closed(4403, "Forbidden: the token was revoked".into())
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_socket_closes_with_4403_when_its_token_expires() {
+    let app = spawn_app_with_graphql(settings(3600.0)).await;
+    let slug = app.tenant("ws-exp").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    // The token's record expires in 2 s (what authentication reads as the token's expiry).
+    let jti = jti(&app, &viewer).await;
+    sqlx::query("update api_tokens set expires_at = now() + interval '2 seconds' where jti = $1::uuid")
+        .bind(&jti)
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut ws = ws_ready(&app, &viewer).await;
+    subscribe(&mut ws, "1", &slug).await;
+    let closed = ws_next(&mut ws, Duration::from_secs(10)).await;
+    let elapsed = started.elapsed();
+    // The subscription itself ends at expiry too (`complete`); the connection closes right after.
+    let closed = match closed {
+        Incoming::Json(m) if m == json!({"type": "complete", "id": "1"}) => {
+            ws_next(&mut ws, Duration::from_secs(5)).await
+        }
+        other => other,
+    };
+    assert_eq!(
+        closed,
+        Incoming::Closed(4403, "Forbidden: the token expired".into())
+    );
+    assert!(
+        elapsed > Duration::from_millis(1000) && elapsed < Duration::from_secs(4),
+        "closed after {elapsed:?}"
+    );
+}
