@@ -5,15 +5,15 @@
 //! - Bucket name: [`bucket_name`] of the schema, i.e. the schema with every character outside
 //!   `[A-Za-z0-9_-]` (NATS's bucket alphabet) replaced by `_`. A UID maps to itself, so kine's
 //!   `bucket=$(DB_SCHEMA)` from Kamaji still names the same bucket.
-//! - Bucket config: what kine 0.17 creates (history 10, one replica); kine looks an existing bucket up
-//!   before it would create one, so the description may differ from its own.
-//! - Ownership marker: the bucket description, [`KINE_BUCKET_DESCRIPTION`] followed by `; ` and
-//!   [`super::Owner::marker`]. A bucket marked with another UID is refused
-//!   ([`DatastoreError::NameTaken`]); an unmarked kine bucket (made by a kine on its own, or by an older
-//!   version) is never adopted or deleted ([`DatastoreError::ForeignObject`]).
-//! - "Another tenant's bucket": a KV bucket (stream `KV_<name>`) whose description starts with kine's,
-//!   which kine itself and this driver give every kine bucket. Other streams and KV buckets on the
-//!   server are not tenants and are ignored. Provisioning refuses with [`DatastoreError::NatsInUse`] when such a bucket
+//! - Bucket config: exactly what kine 0.17 creates (description [`KINE_BUCKET_DESCRIPTION`], history 10,
+//!   one replica), because kine calls `CreateKeyValue` on start and fails on a bucket whose config differs.
+//! - Ownership marker: key `<bucket>` in the registry bucket [`REGISTRY_BUCKET`] (reserved), value
+//!   [`super::Owner::marker`], claimed with a create-if-absent. A bucket marked with another UID is
+//!   refused ([`DatastoreError::NameTaken`]); an unmarked kine bucket (made by a kine on its own, or by
+//!   an older version) is never adopted or deleted ([`DatastoreError::ForeignObject`]).
+//! - "Another tenant's bucket": a KV bucket (stream `KV_<name>`) with kine's description, which kine
+//!   itself and this driver give every kine bucket. Other streams and KV buckets on the server (the
+//!   registry included) are not tenants and are ignored. Provisioning refuses with [`DatastoreError::NatsInUse`] when such a bucket
 //!   with another name exists, before creating anything. Two tenants provisioned at the same moment are
 //!   settled after creation: the older bucket (by creation time, then name) stays, and the newer one is
 //!   deleted again and refused.
@@ -30,7 +30,7 @@ use futures_util::StreamExt as _;
 
 use super::{
     Claim, ClientTls, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, NatsCredentials,
-    Owner, TenantCredentials, TenantSpace, split_host_port, with_timeout,
+    Owner, TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
 use crate::config::Secret;
 
@@ -92,23 +92,12 @@ pub fn bucket_name(schema: &str) -> String {
         .collect()
 }
 
-/// The description of a tenant's bucket: kine's, then the ownership marker.
-pub fn bucket_description(owner: &Owner) -> String {
-    format!("{KINE_BUCKET_DESCRIPTION}; {}", owner.marker())
-}
+/// The KV bucket holding the ownership markers of this server's kine buckets (key = bucket name).
+pub const REGISTRY_BUCKET: &str = "tenantplane-owners";
 
-/// Whether a stream description is a kine bucket's (kine's own, or [`bucket_description`]).
+/// Whether a stream description is a kine bucket's.
 fn is_kine(description: Option<&str>) -> bool {
-    description.is_some_and(|d| {
-        d == KINE_BUCKET_DESCRIPTION || d.starts_with(&format!("{KINE_BUCKET_DESCRIPTION}; "))
-    })
-}
-
-/// The marker of a kine bucket's description, if it carries one.
-fn marker_of(description: &str) -> Option<&str> {
-    description
-        .strip_prefix(KINE_BUCKET_DESCRIPTION)?
-        .strip_prefix("; ")
+    description == Some(KINE_BUCKET_DESCRIPTION)
 }
 
 /// What stream `KV_<bucket>` is.
@@ -286,10 +275,11 @@ impl NatsDriver {
         match js.get_stream(format!("KV_{bucket}")).await {
             Ok(stream) => {
                 let description = stream.cached_info().config.description.clone();
-                Ok(match description.as_deref() {
-                    Some(d) if is_kine(Some(d)) => BucketState::Kine(owner.judge(marker_of(d))),
-                    _ => BucketState::Foreign,
-                })
+                if !is_kine(description.as_deref()) {
+                    return Ok(BucketState::Foreign);
+                }
+                let marker = self.marker(js, bucket).await?;
+                Ok(BucketState::Kine(owner.judge(marker.as_deref())))
             }
             Err(e) if is_not_found(e.kind()) => Ok(BucketState::Absent),
             Err(e) => Err(self.backend("look up the tenant bucket", &e)),
@@ -325,6 +315,59 @@ impl NatsDriver {
         }
     }
 
+    /// The registry bucket, created on first use.
+    async fn registry(&self, js: &jetstream::Context) -> Result<jetstream::kv::Store, DatastoreError> {
+        match js.get_key_value(REGISTRY_BUCKET).await {
+            Ok(kv) => Ok(kv),
+            Err(_) => js
+                .create_key_value(jetstream::kv::Config {
+                    bucket: REGISTRY_BUCKET.into(),
+                    description: "Tenantplane: the owner of each kine bucket".into(),
+                    num_replicas: 1,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| self.backend("create the ownership registry", &e)),
+        }
+    }
+
+    /// The marker recorded for `bucket`, if any.
+    async fn marker(&self, js: &jetstream::Context, bucket: &str) -> Result<Option<String>, DatastoreError> {
+        let kv = self.registry(js).await?;
+        let value = kv
+            .get(bucket)
+            .await
+            .map_err(|e| self.backend("read the ownership registry", &e))?;
+        Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Claims `bucket` for `owner` (create-if-absent); a concurrent claim by another owner wins.
+    async fn claim(
+        &self,
+        js: &jetstream::Context,
+        bucket: &str,
+        owner: &Owner,
+    ) -> Result<(), DatastoreError> {
+        let kv = self.registry(js).await?;
+        match kv.create(bucket, owner.marker().into()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == jetstream::kv::CreateErrorKind::AlreadyExists => {}
+            Err(e) => return Err(self.backend("claim the tenant bucket", &e)),
+        }
+        match owner.judge(self.marker(js, bucket).await?.as_deref()) {
+            Claim::Ours => Ok(()),
+            claim => Err(self.refused(bucket, claim)),
+        }
+    }
+
+    /// Deletes the owner's marker of `bucket`.
+    async fn drop_marker(&self, js: &jetstream::Context, bucket: &str) -> Result<(), DatastoreError> {
+        let kv = self.registry(js).await?;
+        kv.purge(bucket)
+            .await
+            .map_err(|e| self.backend("delete the ownership marker", &e))
+    }
+
     /// Deletes the kine bucket `bucket`; a missing bucket is fine.
     async fn delete_bucket(&self, js: &jetstream::Context, bucket: &str) -> Result<(), DatastoreError> {
         match js.delete_stream(format!("KV_{bucket}")).await {
@@ -348,9 +391,10 @@ impl NatsDriver {
             BucketState::Foreign => return Err(self.foreign(&bucket)),
         };
         if created_now {
+            self.claim(&js, &bucket, tenant.owner()).await?;
             js.create_key_value(jetstream::kv::Config {
                 bucket: bucket.clone(),
-                description: bucket_description(tenant.owner()),
+                description: KINE_BUCKET_DESCRIPTION.into(),
                 history: KINE_BUCKET_HISTORY,
                 num_replicas: 1,
                 ..Default::default()
@@ -363,6 +407,7 @@ impl NatsDriver {
                 && oldest.name != bucket
             {
                 self.delete_bucket(&js, &bucket).await?;
+                self.drop_marker(&js, &bucket).await?;
                 return Err(self.in_use(&oldest.name, &bucket));
             }
         }
@@ -381,7 +426,10 @@ impl NatsDriver {
         match self.bucket_state(&js, &bucket, tenant.owner()).await? {
             BucketState::Absent => {}
             BucketState::Foreign => outcome.note("schema", &bucket, &Claim::Unmarked),
-            BucketState::Kine(Claim::Ours) => self.delete_bucket(&js, &bucket).await?,
+            BucketState::Kine(Claim::Ours) => {
+                self.delete_bucket(&js, &bucket).await?;
+                self.drop_marker(&js, &bucket).await?;
+            }
             BucketState::Kine(claim) => outcome.note("schema", &bucket, &claim),
         }
         Ok(outcome)
@@ -412,6 +460,7 @@ impl Driver for NatsDriver {
     }
 
     async fn provision(&self, tenant: &TenantSpace) -> Result<TenantCredentials, DatastoreError> {
+        refuse_reserved("schema", &bucket_name(tenant.schema()), &[REGISTRY_BUCKET], &[])?;
         with_timeout(
             KIND,
             &self.endpoint_label,
@@ -423,6 +472,7 @@ impl Driver for NatsDriver {
     }
 
     async fn deprovision(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
+        refuse_reserved("schema", &bucket_name(tenant.schema()), &[REGISTRY_BUCKET], &[])?;
         with_timeout(
             KIND,
             &self.endpoint_label,

@@ -14,7 +14,7 @@ use tenantplane::{
         TenantCredentials, TenantSpace,
         etcd::{EtcdDriver, EtcdSettings, marker_key},
         mysql::MySqlDriver,
-        nats::{KINE_BUCKET_DESCRIPTION, NatsDriver, NatsSettings, bucket_name},
+        nats::{KINE_BUCKET_DESCRIPTION, NatsDriver, NatsSettings, REGISTRY_BUCKET, bucket_name},
         postgres::PostgresDriver,
     },
     localenv::{
@@ -872,27 +872,38 @@ async fn nats_provision_makes_a_kine_bucket_that_kine_accepts_and_deprovision_de
     assert_eq!(creds.endpoints, vec![nats.endpoint()]);
     let expected = vec![(
         format!("KV_{}", creds.bucket),
-        Some(format!("{KINE_BUCKET_DESCRIPTION}; {}", tenant.owner().marker())),
+        Some(KINE_BUCKET_DESCRIPTION.to_string()),
         10,
         1,
     )];
-    assert_eq!(nats_streams(&nats).await, expected);
+    let kine_streams = || async {
+        let mut streams = nats_streams(&nats).await;
+        streams.retain(|s| s.0 != format!("KV_{REGISTRY_BUCKET}"));
+        streams
+    };
+    assert_eq!(kine_streams().await, expected);
+    // The owner's marker sits in the registry bucket, under the bucket's name.
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+    let registry = js.get_key_value(REGISTRY_BUCKET).await.unwrap();
+    let marker = registry.get(&creds.bucket).await.unwrap().unwrap();
+    assert_eq!(marker.as_ref(), tenant.owner().marker().as_bytes());
 
-    // kine 0.17 looks the bucket up on start and uses ours as it is (the marker stays).
+    // kine 0.17 calls CreateKeyValue with its own config on start: it must find ours identical.
     let dsn = format!("{}?noEmbed&bucket={}", nats.url(), creds.bucket);
     let kine = LocalKine::start(localenv::scratch_dir("ds-kine-nats").unwrap(), &dsn)
         .await
         .unwrap();
     drop(kine);
-    assert_eq!(nats_streams(&nats).await, expected);
+    assert_eq!(kine_streams().await, expected);
 
     assert_eq!(
         nats_creds(driver.provision(&tenant).await.unwrap()).bucket,
         creds.bucket
     );
-    assert_eq!(nats_streams(&nats).await, expected);
+    assert_eq!(kine_streams().await, expected);
     driver.deprovision(&tenant).await.unwrap();
-    assert_eq!(nats_streams(&nats).await, vec![]);
+    assert_eq!(kine_streams().await, vec![]);
+    assert_eq!(registry.get(&creds.bucket).await.unwrap(), None);
     driver.deprovision(&tenant).await.unwrap();
 }
 
@@ -913,7 +924,7 @@ async fn nats_refuses_a_second_tenant_and_creates_no_bucket_for_it() {
     let second = TenantSpace::new(format!("default_{}.v2", name("second")), "second-user", owner()).unwrap();
     let first_bucket = nats_creds(driver.provision(&first).await.unwrap()).bucket;
     let before = nats_streams(&nats).await;
-    assert_eq!(before.len(), 2);
+    assert_eq!(before.len(), 3, "{before:?}");
 
     let err = driver.provision(&second).await.unwrap_err();
     match &err {
@@ -939,7 +950,11 @@ async fn nats_refuses_a_second_tenant_and_creates_no_bucket_for_it() {
     let names: Vec<String> = nats_streams(&nats).await.into_iter().map(|s| s.0).collect();
     assert_eq!(
         names,
-        vec![format!("KV_{second_bucket}"), "KV_other-app".to_string()]
+        vec![
+            format!("KV_{second_bucket}"),
+            "KV_other-app".to_string(),
+            format!("KV_{REGISTRY_BUCKET}")
+        ]
     );
 }
 

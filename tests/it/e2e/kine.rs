@@ -246,6 +246,9 @@ async fn nats_streams(nats: &LocalNats) -> Vec<String> {
     while let Some(info) = streams.next().await {
         names.push(info.unwrap().config.name);
     }
+    // The ownership registry is the driver's, not a tenant's.
+    let registry = format!("KV_{}", tenantplane::datastore::nats::REGISTRY_BUCKET);
+    names.retain(|n| *n != registry);
     names.sort();
     names
 }
