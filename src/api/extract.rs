@@ -94,7 +94,17 @@ impl FromRequestParts<AppState> for Auth {
         let principal = service::tokens::authenticate(&state.ctx, token)
             .await
             .map_err(|e| match e {
-                TokenError::Unavailable => ApiError::internal("the token store is unavailable"),
+                TokenError::Unavailable => {
+                    tracing::warn!(
+                        "a token could not be verified: the token store or its issuer is unavailable"
+                    );
+                    ApiError::new(
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        "unavailable",
+                        "Service unavailable",
+                        "the token store or the token's issuer is unavailable; try again later",
+                    )
+                }
                 e => ApiError::unauthorized(&e),
             })?;
         tracing::Span::current().record(

@@ -219,7 +219,8 @@ pub async fn revoke_token(
 /// Rotates the tenant's signing key (tenant admin); old tokens stay valid until they expire.
 #[utoipa::path(post, path = "/tenants/{tenant}/signing-keys/rotate", tag = "tokens", security(("bearer" = [])),
     params(("tenant" = String, Path, description = "Tenant slug")),
-    responses((status = 200, description = "The new key id", body = Object), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+    responses((status = 200, description = "The new key id", body = Object), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The tenant has as many live signing keys as allowed", body = Problem)))]
 pub async fn rotate_signing_key(
     State(state): State<AppState>,
     auth: Auth,

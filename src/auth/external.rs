@@ -58,6 +58,12 @@ pub struct IssuerConfig {
     /// Seconds after which cached keys are fetched again (default 3600).
     #[serde(default)]
     pub max_age_seconds: Option<u64>,
+    /// Tenant slugs this issuer may name; a token naming any other tenant is refused. Empty: any tenant.
+    #[serde(default)]
+    pub tenants: Vec<String>,
+    /// Allow `http://` issuer, discovery and JWKS URLs (tests and local IdPs only; off: https only).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
 }
 
 impl IssuerConfig {
@@ -97,11 +103,32 @@ impl IssuerConfig {
             ));
         }
         for url in [Some(&self.issuer), self.jwks_url.as_ref()].into_iter().flatten() {
-            if !(url.starts_with("https://") || url.starts_with("http://")) {
-                return Err(at(&format!("{url:?} is not an http(s) URL")));
-            }
+            self.check_url(url).map_err(|e| at(&e))?;
+        }
+        if self.allow_platform_admin && !self.tenants.is_empty() {
+            return Err(at(
+                "`allowPlatformAdmin` and `tenants` exclude each other: a platform admin is bound to no tenant",
+            ));
         }
         Ok(())
+    }
+
+    /// A URL keys may be fetched from: `https://`, or `http://` with `allowInsecureHttp`.
+    pub fn check_url(&self, url: &str) -> Result<(), String> {
+        if url.starts_with("https://") || (self.allow_insecure_http && url.starts_with("http://")) {
+            Ok(())
+        } else if url.starts_with("http://") {
+            Err(format!(
+                "{url:?} is not https (set `allowInsecureHttp: true` only for a local test IdP)"
+            ))
+        } else {
+            Err(format!("{url:?} is not an https URL"))
+        }
+    }
+
+    /// Whether this issuer may name `tenant`.
+    pub fn may_name(&self, tenant: &str) -> bool {
+        self.tenants.is_empty() || self.tenants.iter().any(|t| t == tenant)
     }
 
     /// The role the claims map to, if any: the highest of every mapped value.
@@ -241,6 +268,7 @@ impl ExternalIssuers {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("HTTP client for external issuers: {e}"))?;
         let issuers = configs
@@ -306,6 +334,11 @@ impl ExternalIssuers {
                     .to_string(),
             )
         };
+        if let Some(tenant) = &tenant
+            && !issuer.config.may_name(tenant)
+        {
+            return Err(TokenError::Invalid("the token's issuer may not name its tenant"));
+        }
         let exp = claims.get("exp").and_then(serde_json::Value::as_i64).unwrap_or(0);
         Ok(ExternalIdentity {
             issuer: issuer.config.issuer.clone(),
@@ -380,6 +413,7 @@ impl ExternalIssuers {
                     .to_string()
             }
         };
+        config.check_url(&url)?;
         let set: JwkSet = get_json(http, &url).await?;
         let mut keys = HashMap::new();
         for jwk in &set.keys {
@@ -408,20 +442,41 @@ impl ExternalIssuers {
     }
 }
 
-/// GETs a JSON document.
+/// The largest discovery document or JWKS read, in bytes.
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+/// GETs a JSON document of at most [`MAX_JWKS_BYTES`]; redirects are refused (the client follows none,
+/// and a 3xx is not a success).
 async fn get_json<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str) -> Result<T, String> {
-    let response = http
+    let mut response = http
         .get(url)
         .send()
         .await
         .map_err(|e| format!("GET {url}: {e}"))?;
+    if response.status().is_redirection() {
+        return Err(format!(
+            "GET {url}: HTTP {}: redirects are not followed",
+            response.status()
+        ));
+    }
     if !response.status().is_success() {
         return Err(format!("GET {url}: HTTP {}", response.status()));
     }
-    response
-        .json()
-        .await
-        .map_err(|e| format!("GET {url}: not the expected JSON: {e}"))
+    let too_big = || format!("GET {url}: the document is larger than {MAX_JWKS_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("GET {url}: {e}"))? {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not the expected JSON: {e}"))
 }
 
 #[cfg(test)]
@@ -480,6 +535,34 @@ mod tests {
             c.validate("tenantplane")
                 .unwrap_err()
                 .contains("allowPlatformAdmin")
+        );
+    }
+
+    #[test]
+    fn key_urls_must_be_https_unless_insecure_http_is_allowed() {
+        let mut c = config();
+        c.jwks_url = Some("http://idp.example/keys".into());
+        assert_eq!(
+            c.validate("tenantplane").unwrap_err(),
+            "external issuer \"https://idp.example\": \"http://idp.example/keys\" is not https (set `allowInsecureHttp: true` only for a local test IdP)"
+        );
+        c.allow_insecure_http = true;
+        assert_eq!(c.validate("tenantplane"), Ok(()));
+        assert!(c.check_url("ftp://idp.example/keys").is_err());
+    }
+
+    #[test]
+    fn a_tenant_bound_issuer_names_only_its_tenants_and_never_a_platform_admin() {
+        let mut c = config();
+        assert!(c.may_name("anyone"));
+        c.tenants = vec!["acme".into()];
+        assert!(c.may_name("acme"));
+        assert!(!c.may_name("globex"));
+        c.allow_platform_admin = true;
+        assert!(
+            c.validate("tenantplane")
+                .unwrap_err()
+                .contains("exclude each other")
         );
     }
 

@@ -47,6 +47,35 @@ fn placement_model(row: PlacementRow) -> Placement {
     }
 }
 
+/// What `who` may see of a placement: platform admins see every candidate the engine scored; anyone else
+/// only the candidates that were chosen (the primary and the override DataStores), never the other
+/// DataStores' names, pools or scores.
+pub fn redact_placement(who: &Principal, placement: &mut Placement) {
+    if who.role == Role::PlatformAdmin {
+        return;
+    }
+    let mut chosen: std::collections::HashSet<String> =
+        placement.overrides.iter().map(|o| o.data_store.clone()).collect();
+    chosen.insert(placement.data_store.clone());
+    for key in ["candidates", "override_candidates"] {
+        if let Some(list) = placement.decision.get_mut(key).and_then(|v| v.as_array_mut()) {
+            list.retain(|c| {
+                c.get("data_store")
+                    .and_then(|d| d.as_str())
+                    .is_some_and(|d| chosen.contains(d))
+            });
+        }
+    }
+}
+
+/// [`redact_placement`] on a control plane.
+pub fn redact(who: &Principal, mut cp: ControlPlane) -> ControlPlane {
+    if let Some(p) = cp.placement.as_mut() {
+        redact_placement(who, p);
+    }
+    cp
+}
+
 /// Loads the placements of `rows` (one query) and converts them.
 async fn with_placements(ctx: &Ctx, tenant: Uuid, rows: Vec<ControlPlaneRow>) -> Result<Vec<ControlPlane>> {
     with_placements_in(&ctx.db, tenant, rows).await
@@ -227,7 +256,7 @@ pub async fn create(
     };
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: to_model_with(row, Some(placement)),
+        control_plane: redact(who, to_model_with(row, Some(placement))),
     })
 }
 
@@ -257,7 +286,10 @@ pub async fn get_with_tenant(
         .ok_or(ServiceError::NotFound("tenant"))?;
     super::authorize(who, tenant.id, Role::TenantViewer)?;
     let (row, placement) = found.ok_or(ServiceError::NotFound("control plane"))?;
-    Ok((tenant.id, to_model_with(row, placement.map(placement_model))))
+    Ok((
+        tenant.id,
+        redact(who, to_model_with(row, placement.map(placement_model))),
+    ))
 }
 
 /// A live control plane with its placement, without an authorization check: for the event hub, which
@@ -438,7 +470,11 @@ pub async fn list_with_tenant(
         None
     };
     let page = ControlPlanePage {
-        items: with_placements(ctx, tenant.id, rows).await?,
+        items: with_placements(ctx, tenant.id, rows)
+            .await?
+            .into_iter()
+            .map(|cp| redact(who, cp))
+            .collect(),
         next_cursor,
     };
     Ok((tenant.id, page))
@@ -536,11 +572,14 @@ pub async fn update(
     .await?;
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: with_placements_in(&mut *tx, tenant.id, vec![row])
-            .await?
-            .into_iter()
-            .next()
-            .ok_or(ServiceError::NotFound("control plane"))?,
+        control_plane: redact(
+            who,
+            with_placements_in(&mut *tx, tenant.id, vec![row])
+                .await?
+                .into_iter()
+                .next()
+                .ok_or(ServiceError::NotFound("control plane"))?,
+        ),
     })
 }
 
@@ -579,11 +618,14 @@ pub async fn delete(
     .await?;
     Ok(Accepted {
         operation: operation_model(op),
-        control_plane: with_placements_in(&mut *tx, tenant.id, vec![row])
-            .await?
-            .into_iter()
-            .next()
-            .ok_or(ServiceError::NotFound("control plane"))?,
+        control_plane: redact(
+            who,
+            with_placements_in(&mut *tx, tenant.id, vec![row])
+                .await?
+                .into_iter()
+                .next()
+                .ok_or(ServiceError::NotFound("control plane"))?,
+        ),
     })
 }
 

@@ -166,7 +166,8 @@ pub async fn revoke(
     Ok(to_model(row))
 }
 
-/// Rotates a tenant's signing key; tokens signed by the old key keep working until they expire.
+/// Rotates a tenant's signing key; tokens signed by the old key keep working until they expire. A tenant
+/// has at most `limits.max_signing_keys` live keys: one more answers 409.
 pub async fn rotate_signing_key(
     ctx: &Ctx,
     who: &Principal,
@@ -175,6 +176,12 @@ pub async fn rotate_signing_key(
 ) -> Result<String> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
     let mut tx = ctx.db.begin().await?;
+    let live = store::tokens::lock_live_signing_keys(&mut tx, tenant.id).await?;
+    if live >= ctx.limits.max_signing_keys {
+        return Err(ServiceError::Conflict(format!(
+            "the tenant already has {live} live signing keys, the limit: a retired key keeps verifying until every token it may have signed has expired (at most 366 days), so rotate again after the oldest retired key has expired"
+        )));
+    }
     let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id))
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))?;

@@ -1,7 +1,7 @@
 //! API tokens (the revocation list is the table itself).
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -89,5 +89,20 @@ pub async fn revoke(
         jti
     )
     .fetch_optional(db)
+    .await?)
+}
+
+/// Locks the tenant's row (so its rotations run one at a time) and counts its live signing keys: active,
+/// or retired but still verifying.
+pub async fn lock_live_signing_keys(tx: &mut PgConnection, tenant: Uuid) -> Result<i64, StoreError> {
+    sqlx::query_scalar!("select id from tenants where id = $1 for update", tenant)
+        .fetch_optional(&mut *tx)
+        .await?;
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from signing_keys
+           where tenant_id = $1 and (retired_at is null or verify_until > now())"#,
+        tenant
+    )
+    .fetch_one(&mut *tx)
     .await?)
 }

@@ -101,6 +101,20 @@ pub struct GraphqlSettings {
         default_value_t = 10.0
     )]
     pub token_recheck_seconds: f64,
+    /// Most aliases one request may use (`a: node(…) b: node(…)` …), counted through fragments.
+    #[arg(
+        long = "graphql-max-aliases",
+        env = "TENANTPLANE_GRAPHQL_MAX_ALIASES",
+        default_value_t = 50
+    )]
+    pub max_aliases: usize,
+    /// Most root fields one operation may select.
+    #[arg(
+        long = "graphql-max-root-fields",
+        env = "TENANTPLANE_GRAPHQL_MAX_ROOT_FIELDS",
+        default_value_t = 20
+    )]
+    pub max_root_fields: usize,
 }
 
 impl Default for GraphqlSettings {
@@ -111,6 +125,8 @@ impl Default for GraphqlSettings {
             max_request_bytes: 32768,
             subscription_buffer: 256,
             token_recheck_seconds: 10.0,
+            max_aliases: 50,
+            max_root_fields: 20,
         }
     }
 }
@@ -124,6 +140,95 @@ impl GraphqlSettings {
             Duration::from_millis(100)
         }
     }
+}
+
+/// Selections walked at most while counting aliases (fragments spread in fragments can multiply a small
+/// document).
+const MAX_SHAPE_NODES: usize = 10_000;
+
+/// Counts aliases (through fragment spreads) and the fields of selection sets, within a node budget.
+struct ShapeWalk<'a> {
+    doc: &'a async_graphql::parser::types::ExecutableDocument,
+    aliases: usize,
+    nodes: usize,
+    path: Vec<&'a str>,
+}
+
+impl<'a> ShapeWalk<'a> {
+    /// Counts aliases below `set`; returns its fields (fragments expanded).
+    fn set(&mut self, set: &'a async_graphql::parser::types::SelectionSet) -> usize {
+        use async_graphql::parser::types::Selection;
+        let mut fields = 0;
+        for item in &set.items {
+            self.nodes += 1;
+            if self.nodes > MAX_SHAPE_NODES {
+                return fields;
+            }
+            match &item.node {
+                Selection::Field(f) => {
+                    fields += 1;
+                    self.aliases += usize::from(f.node.alias.is_some());
+                    self.set(&f.node.selection_set.node);
+                }
+                Selection::InlineFragment(f) => fields += self.set(&f.node.selection_set.node),
+                Selection::FragmentSpread(spread) => {
+                    let name = spread.node.fragment_name.node.as_str();
+                    if self.path.contains(&name) {
+                        continue;
+                    }
+                    if let Some(fragment) = self.doc.fragments.get(&spread.node.fragment_name.node) {
+                        self.path.push(name);
+                        fields += self.set(&fragment.node.selection_set.node);
+                        self.path.pop();
+                    }
+                }
+            }
+        }
+        fields
+    }
+}
+
+/// Refuses a document with more aliases (counted through fragment spreads) or, in any operation, more root
+/// fields than the settings allow.
+pub fn check_shape(
+    doc: &async_graphql::parser::types::ExecutableDocument,
+    settings: &GraphqlSettings,
+) -> Result<(), String> {
+    let mut walk = ShapeWalk {
+        doc,
+        aliases: 0,
+        nodes: 0,
+        path: Vec::new(),
+    };
+    for (_, op) in doc.operations.iter() {
+        let roots = walk.set(&op.node.selection_set.node);
+        if roots > settings.max_root_fields {
+            return Err(format!(
+                "Query has too many root fields ({roots}; at most {}).",
+                settings.max_root_fields
+            ));
+        }
+    }
+    if walk.nodes > MAX_SHAPE_NODES {
+        return Err(format!(
+            "Query is too large (more than {MAX_SHAPE_NODES} selections)."
+        ));
+    }
+    if walk.aliases > settings.max_aliases {
+        return Err(format!(
+            "Query has too many aliases ({}; at most {}).",
+            walk.aliases, settings.max_aliases
+        ));
+    }
+    Ok(())
+}
+
+/// The shape check of a WebSocket `subscribe`/`start` payload's query (`None`: nothing to refuse here;
+/// parse errors are async-graphql's to answer).
+fn payload_shape(message: &serde_json::Value, settings: &GraphqlSettings) -> Option<String> {
+    let query = message.get("payload")?.get("query")?.as_str()?;
+    let doc = async_graphql::parser::parse_query(query).ok()?;
+    check_shape(&doc, settings).err()
 }
 
 /// The authenticated caller of a request or WebSocket connection.
@@ -343,6 +448,18 @@ async fn execute(
         Ok(Auth(who)) => who,
         Err(e) => return e.with_request_id(rid.0).into_response(),
     };
+    let mut request = request;
+    if let Ok(doc) = request.parsed_query()
+        && let Err(message) = check_shape(doc, &state.graphql)
+    {
+        let refused =
+            async_graphql::Response::from_errors(vec![async_graphql::ServerError::new(message, None)]);
+        return (
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::to_string(&refused).unwrap_or_default(),
+        )
+            .into_response();
+    }
     let request = request
         .data(loader::Loaders::new(&state.ctx, &who))
         .data(Caller(who))
@@ -388,16 +505,15 @@ fn websocket(
         .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| {
-            serve_socket(
-                socket,
-                schema,
-                protocol,
-                state.ctx,
-                rid.0,
-                state.graphql.token_recheck(),
-            )
-        })
+        .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state.ctx, rid.0, state.graphql))
+}
+
+/// An operation refused before it ran.
+enum Refusal {
+    /// The token no longer holds (operation id, why): the connection closes.
+    Token(Option<String>, TokenError),
+    /// The operation's document is over a limit (operation id, message): only it is refused.
+    Shape(String, String),
 }
 
 /// One WebSocket connection's shared state between its input filter and its output loop.
@@ -410,8 +526,10 @@ struct SocketState {
     active: Arc<AtomicUsize>,
     /// A client asked for more than [`MAX_SUBSCRIPTIONS`].
     too_many: Arc<Notify>,
-    /// An operation refused because the token no longer holds: `(operation id, why)`.
-    denied: tokio::sync::mpsc::UnboundedSender<(Option<String>, TokenError)>,
+    /// Operations refused before they run.
+    denied: tokio::sync::mpsc::UnboundedSender<Refusal>,
+    /// Limits of one request.
+    settings: GraphqlSettings,
     /// Why the client's side ended, when it was an error (e.g. a message over the size limit).
     input_error: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -447,7 +565,17 @@ impl SocketState {
                 .and_then(|v| v.get("id"))
                 .and_then(|v| v.as_str())
                 .map(str::to_string);
-            let _ = self.denied.send((id, err));
+            let _ = self.denied.send(Refusal::Token(id, err));
+            return None;
+        }
+        if let Some(message) = parsed.as_ref().and_then(|v| payload_shape(v, &self.settings)) {
+            let id = parsed
+                .as_ref()
+                .and_then(|v| v.get("id"))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string();
+            let _ = self.denied.send(Refusal::Shape(id, message));
             return None;
         }
         if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
@@ -467,8 +595,8 @@ fn token_close(err: &TokenError) -> (u16, String) {
 }
 
 /// The `error` message of a refused operation, in the connection's protocol.
-fn operation_error(protocol: Protocols, id: &str, message: &str) -> String {
-    let error = serde_json::json!({"message": message, "extensions": {"code": "UNAUTHENTICATED"}});
+fn operation_error(protocol: Protocols, id: &str, message: &str, code: &str) -> String {
+    let error = serde_json::json!({"message": message, "extensions": {"code": code}});
     let payload = match protocol {
         Protocols::GraphQLWS => serde_json::json!([error]),
         Protocols::SubscriptionsTransportWS => error,
@@ -504,8 +632,9 @@ async fn serve_socket(
     protocol: Protocols,
     ctx: Ctx,
     rid: Option<String>,
-    token_recheck: Duration,
+    settings: GraphqlSettings,
 ) {
+    let token_recheck = settings.token_recheck();
     let (mut sink, source) = socket.split();
     let (denied, mut denied_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = SocketState {
@@ -514,6 +643,7 @@ async fn serve_socket(
         active: Arc::new(AtomicUsize::new(0)),
         too_many: Arc::new(Notify::new()),
         denied,
+        settings,
         input_error: Arc::default(),
     };
     let seen_error = state.input_error.clone();
@@ -573,14 +703,23 @@ async fn serve_socket(
                 "slow consumer: the client fell too far behind the event stream".into(),
             )),
             () = &mut init_deadline, if !acknowledged => Some(close_message(4408, "connection initialisation timeout".into())),
-            Some((id, err)) = denied_rx.recv() => {
-                if let Some(id) = id {
-                    let text = operation_error(protocol, &id, &err.to_string());
-                    let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await;
+            Some(refusal) = denied_rx.recv() => match refusal {
+                Refusal::Token(id, err) => {
+                    if let Some(id) = id {
+                        let text = operation_error(protocol, &id, &err.to_string(), "UNAUTHENTICATED");
+                        let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await;
+                    }
+                    let (code, reason) = token_close(&err);
+                    Some(close_message(code, reason))
                 }
-                let (code, reason) = token_close(&err);
-                Some(close_message(code, reason))
-            }
+                Refusal::Shape(id, message) => {
+                    let text = operation_error(protocol, &id, &message, "BAD_REQUEST");
+                    match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
+                        Ok(Ok(())) => None,
+                        _ => break,
+                    }
+                }
+            },
             () = &mut expiry, if acknowledged => Some(close_message(4403, "Forbidden: the token expired".into())),
             _ = recheck.tick(), if acknowledged => match state.caller() {
                 Some(who) => service::tokens::recheck(&state.ctx, &who).await.err().map(|err| {

@@ -429,9 +429,16 @@ impl ControlPlane {
             .and_then(|v| v.as_str())
             .map(str::to_string)
     }
-    /// The DataStores chosen by placement, with the decision's reasons.
-    async fn placement(&self) -> Option<Placement> {
-        self.cp.placement.as_ref().map(|p| Placement {
+    /// The DataStores chosen by placement, with the decision's reasons (other DataStores' candidates only
+    /// for platform admins).
+    async fn placement(&self, ctx: &Context<'_>) -> Option<Placement> {
+        let mut placement = self.cp.placement.clone()?;
+        match ctx.data_opt::<super::Caller>() {
+            Some(who) => crate::service::control_planes::redact_placement(&who.0, &mut placement),
+            None => return None,
+        }
+        let p = &placement;
+        Some(Placement {
             data_store: p.data_store.clone(),
             overrides: p
                 .overrides

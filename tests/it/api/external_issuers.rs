@@ -54,6 +54,20 @@ impl Idp {
                     Json(set)
                 }),
             )
+            // A redirect to the real keys, and a JWKS far larger than any real one.
+            .route(
+                "/moved",
+                get(|State(s): State<Idp>| async move {
+                    axum::response::Redirect::temporary(&format!("{}/keys", s.base))
+                }),
+            )
+            .route(
+                "/huge",
+                get(|| async {
+                    let key = json!({"kty": "oct", "k": "x".repeat(1024), "kid": "pad"});
+                    Json(json!({"keys": vec![key; 400]}))
+                }),
+            )
             .with_state(idp.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         idp
@@ -96,7 +110,7 @@ impl Idp {
     fn config(&self) -> IssuerConfig {
         serde_yaml::from_str(&format!(
             "issuer: {}\naudience: {AUDIENCE}\nalgorithms: [ES256]\ntenantClaim: org.tenant\n\
-             roleClaim: groups\nminRefreshSeconds: 1\n\
+             roleClaim: groups\nminRefreshSeconds: 1\nallowInsecureHttp: true\n\
              roleMap: {{tp-viewers: tenant-viewer, tp-devs: tenant-member, tp-admins: tenant-admin}}\n",
             self.base
         ))
@@ -310,4 +324,55 @@ async fn jwks_is_cached_and_fetched_again_on_an_unknown_kid() {
         assert_eq!(list(&app, &slug, &stray).await.0, StatusCode::UNAUTHORIZED);
     }
     assert_eq!(idp.fetches(), 3, "a burst of unknown kids costs one fetch");
+}
+
+#[tokio::test]
+async fn an_issuer_bound_to_tenants_cannot_name_another_tenant() {
+    let idp = Idp::start().await;
+    let key = idp.add_es256("k1");
+    let (bound, other) = (crate::support::unique("bound"), crate::support::unique("other"));
+    let mut config = idp.config();
+    config.tenants = vec![bound.clone()];
+    config.validate("https://tenantplane.test").unwrap();
+    let app = spawn_app_configured(None, ExternalIssuers::new(vec![config]).unwrap()).await;
+    for slug in [&bound, &other] {
+        let r = app
+            .call(
+                Method::POST,
+                "/api/v1/tenants",
+                Some(&app.admin),
+                Some(json!({"slug": slug, "displayName": "x"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let own = sign(&key, Algorithm::ES256, "k1", &idp.claims(&bound, &["tp-admins"]));
+    assert_eq!(list(&app, &bound, &own).await.0, StatusCode::OK);
+    let foreign = sign(&key, Algorithm::ES256, "k1", &idp.claims(&other, &["tp-admins"]));
+    let (status, body) = list(&app, &other, &foreign).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(
+        body["detail"],
+        "the token is invalid: the token's issuer may not name its tenant"
+    );
+}
+
+#[tokio::test]
+async fn jwks_fetches_follow_no_redirect_and_refuse_oversized_documents() {
+    let idp = Idp::start().await;
+    let key = idp.add_es256("k1");
+    for path in ["moved", "huge"] {
+        let mut config = idp.config();
+        config.jwks_url = Some(format!("{}/{path}", idp.base));
+        let app = spawn_app_configured(None, ExternalIssuers::new(vec![config]).unwrap()).await;
+        let slug = app.tenant("ext-fetch").await;
+        let token = sign(&key, Algorithm::ES256, "k1", &idp.claims(&slug, &["tp-viewers"]));
+        let (status, body) = list(&app, &slug, &token).await;
+        assert_eq!((path, status), (path, StatusCode::SERVICE_UNAVAILABLE), "{body}");
+        assert_eq!(
+            body["detail"],
+            "the token store or the token's issuer is unavailable; try again later"
+        );
+    }
+    assert_eq!(idp.fetches(), 0, "the redirect to the real keys was not followed");
 }

@@ -205,26 +205,35 @@ async fn control_planes_show_their_placement_with_overrides() {
         placement["overrides"],
         json!([{"resource": "/events", "dataStore": "etcd-events-a"}, {"resource": "coordination.k8s.io/leases", "dataStore": "etcd-events-a"}])
     );
-    // The decision explains why etcd-events-b was not taken.
-    let rejected: Vec<&Value> = placement["decision"]["override_candidates"]
+    // A tenant sees only the DataStores chosen for it, never the other candidates or their scores.
+    let names = |decision: &Value, key: &str| -> Vec<String> {
+        decision[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["data_store"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&placement["decision"], "candidates"), ["etcd-main"]);
+    assert_eq!(
+        names(&placement["decision"], "override_candidates"),
+        ["etcd-events-a"]
+    );
+    let path = format!(
+        "/api/v1/tenants/{slug}/control-planes/{}",
+        r.body["controlPlane"]["id"].as_str().unwrap()
+    );
+    let got = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(got.body["placement"], *placement);
+    // A platform admin sees why etcd-events-b was not taken.
+    let admin = app.call(Method::GET, &path, Some(&app.admin), None).await;
+    let rejected: Vec<&Value> = admin.body["placement"]["decision"]["override_candidates"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|c| c["data_store"] == "etcd-events-b")
         .collect();
     assert_eq!(rejected[0]["outcome"], json!({"rejected": "ca_mismatch"}));
-    let got = app
-        .call(
-            Method::GET,
-            &format!(
-                "/api/v1/tenants/{slug}/control-planes/{}",
-                r.body["controlPlane"]["id"].as_str().unwrap()
-            ),
-            Some(&member),
-            None,
-        )
-        .await;
-    assert_eq!(got.body["placement"], *placement);
 }
 
 /// Creates race on shared rows through both reservation paths (optimistic on the chosen rows, then the

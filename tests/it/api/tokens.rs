@@ -189,6 +189,34 @@ async fn rotation_keeps_old_tokens_valid_and_signs_new_ones_with_the_new_key() {
 }
 
 #[tokio::test]
+async fn rotation_stops_at_ten_live_signing_keys_with_409() {
+    let app = spawn_app().await;
+    let slug = app.tenant("rotate-cap").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let path = format!("/api/v1/tenants/{slug}/signing-keys/rotate");
+    // One key signed the admin's token; nine rotations make ten live keys.
+    for i in 0..9 {
+        let r = app.call(Method::POST, &path, Some(&admin), None).await;
+        assert_eq!((i, r.status), (i, StatusCode::OK), "{}", r.text);
+    }
+    let r = app.call(Method::POST, &path, Some(&admin), None).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    assert_eq!(
+        r.body["detail"],
+        "the tenant already has 10 live signing keys, the limit: a retired key keeps verifying until every token it may have signed has expired (at most 366 days), so rotate again after the oldest retired key has expired"
+    );
+    let keys: i64 = sqlx::query_scalar(
+        "select count(*) from signing_keys k join tenants t on t.id = k.tenant_id where t.slug = $1",
+    )
+    .bind(&slug)
+    .fetch_one(&app.ctx.db)
+    .await
+    .unwrap();
+    assert_eq!(keys, 10);
+}
+
+#[tokio::test]
 async fn tenant_admins_cannot_mint_platform_admin_tokens() {
     let app = spawn_app().await;
     let slug = app.tenant("escalate").await;

@@ -206,3 +206,87 @@ fn the_committed_sdl_matches_the_schema() {
         "schema/schema.graphql is stale: run `cargo run -- sdl > schema/schema.graphql` (or `make generate`)"
     );
 }
+
+#[tokio::test]
+async fn requests_over_the_alias_or_root_field_caps_are_refused() {
+    let app = spawn_app().await;
+    let refused = |message: &str| json!({"data": null, "errors": [{"message": message}]});
+    let aliases: String = (0..51).map(|i| format!("a{i}: role ")).collect();
+    let a = gql(
+        &app,
+        Some(&app.admin),
+        &format!("{{ viewer {{ {aliases} }} }}"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(
+        a.body,
+        refused("Query has too many aliases (51; at most 50)."),
+        "{}",
+        a.text
+    );
+    let roots: String = (0..21).map(|i| format!("v{i}: viewer {{ role }} ")).collect();
+    let a = gql(&app, Some(&app.admin), &format!("{{ {roots} }}"), json!({})).await;
+    assert_eq!(
+        a.body,
+        refused("Query has too many root fields (21; at most 20)."),
+        "{}",
+        a.text
+    );
+    // At the caps, the request runs.
+    let aliases: String = (0..50).map(|i| format!("a{i}: role ")).collect();
+    data(
+        &app,
+        &app.admin,
+        &format!("{{ viewer {{ {aliases} }} }}"),
+        json!({}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn aliases_are_counted_through_every_fragment_spread() {
+    let app = spawn_app_with_graphql(GraphqlSettings {
+        max_aliases: 3,
+        ..Default::default()
+    })
+    .await;
+    let query = "fragment F on Viewer { a: role b: role } { viewer { ...F ... on Viewer { ...F } } }";
+    let a = gql(&app, Some(&app.admin), query, json!({})).await;
+    assert_eq!(
+        a.body,
+        json!({"data": null, "errors": [{"message": "Query has too many aliases (4; at most 3)."}]}),
+        "{}",
+        a.text
+    );
+}
+
+#[tokio::test]
+async fn an_operation_over_the_caps_on_a_websocket_is_refused_alone() {
+    use super::{Incoming, ws_next, ws_ready, ws_send};
+    let app = spawn_app().await;
+    let mut ws = ws_ready(&app, &app.admin).await;
+    let roots: String = (0..21).map(|i| format!("v{i}: viewer {{ role }} ")).collect();
+    ws_send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": format!("{{ {roots} }}")}}),
+    )
+    .await;
+    assert_eq!(
+        ws_next(&mut ws, std::time::Duration::from_secs(5)).await,
+        Incoming::Json(json!({"type": "error", "id": "1", "payload": [
+            {"message": "Query has too many root fields (21; at most 20).", "extensions": {"code": "BAD_REQUEST"}}]}))
+    );
+    ws_send(
+        &mut ws,
+        json!({"id": "2", "type": "subscribe", "payload": {"query": "{ viewer { role } }"}}),
+    )
+    .await;
+    assert_eq!(
+        ws_next(&mut ws, std::time::Duration::from_secs(5)).await,
+        Incoming::Json(
+            json!({"type": "next", "id": "2", "payload": {"data": {"viewer": {"role": "PLATFORM_ADMIN"}}}})
+        )
+    );
+}

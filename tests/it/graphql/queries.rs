@@ -244,3 +244,47 @@ async fn data_stores_and_pools_show_their_used_by_counts() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_tenant_sees_only_its_own_datastore_in_the_placement_decision() {
+    let app = spawn_app().await;
+    let pool = tenantplane::store::datastores::pool(&app.ctx.db, "default")
+        .await
+        .unwrap()
+        .unwrap();
+    tenantplane::store::datastores::insert(
+        &app.ctx.db,
+        &tenantplane::store::datastores::NewDataStore {
+            name: "etcd-someone-elses".into(),
+            pool_id: Some(pool.id),
+            driver: "etcd".into(),
+            endpoints: vec!["etcd-2:2379".into()],
+            secret_refs: json!({}),
+            labels: json!({}),
+            capacity_tenants: 0,
+            capacity_bytes: None,
+            ca_id: None,
+        },
+    )
+    .await
+    .unwrap();
+    let slug = app.tenant("gq-redact").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    app.control_plane(&slug, &member, "mine").await;
+    let query = "query($t: String!) { controlPlanes(tenant: $t, first: 5) { nodes { placement { dataStore decision } } } }";
+    let candidates = |d: &serde_json::Value| -> Vec<String> {
+        d["controlPlanes"]["nodes"][0]["placement"]["decision"]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["data_store"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let as_viewer = data(&app, &viewer, query, json!({"t": slug})).await;
+    assert_eq!(candidates(&as_viewer), ["etcd-default"]);
+    let as_admin = data(&app, &app.admin, query, json!({"t": slug})).await;
+    let mut all = candidates(&as_admin);
+    all.sort();
+    assert_eq!(all, ["etcd-default", "etcd-someone-elses"]);
+}
