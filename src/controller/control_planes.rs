@@ -15,7 +15,7 @@ use super::{
     fetch,
 };
 use crate::{
-    datastore::{AnyDriver, Driver as _, TenantCredentials, TenantSpace},
+    datastore::{AnyDriver, Driver as _, TenantSpace},
     k8s::crd::{DataStoreOverride, Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
 };
 

@@ -229,9 +229,9 @@ impl PostgresDriver {
             quote_literal(&tenant.owner().marker())
         );
         let created = async {
-            self.exec(&mut *tx, "create the tenant role", create, secret)
+            self.exec(&mut tx, "create the tenant role", create, secret)
                 .await?;
-            self.exec(&mut *tx, "mark the tenant role", comment, None).await
+            self.exec(&mut tx, "mark the tenant role", comment, None).await
         }
         .await;
         match created {

@@ -34,7 +34,7 @@ use crate::{
 
 /// The backend under attack.
 enum Backend {
-    Etcd(LocalEtcd),
+    Etcd(Box<LocalEtcd>),
     Postgres,
     MariaDb,
     Nats(LocalNats),
@@ -440,7 +440,11 @@ async fn attack_matrix(prefix: &str, backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_matrix_etcd_victim_keeps_its_data_and_every_attacker_gets_a_condition() {
     let ca = TinyCa::new("attack-etcd-ca").unwrap();
-    attack_matrix("atk-etcd", Backend::Etcd(tls_etcd("atk-etcd", &ca).await)).await;
+    attack_matrix(
+        "atk-etcd",
+        Backend::Etcd(Box::new(tls_etcd("atk-etcd", &ca).await)),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
