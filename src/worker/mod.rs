@@ -94,6 +94,14 @@ pub struct WorkerSettings {
     /// address per control plane, published by the pod-less runner).
     #[arg(long = "tenant-address", env = "TENANTPLANE_TENANT_ADDRESS", value_enum, default_value_t = translate::TenantAddress::None)]
     pub tenant_address: translate::TenantAddress,
+    /// Seconds a delete may wait for its TenantControlPlane to go (finalizers) before its operation fails
+    /// with the TCP's `DataStoreReady`/`Ready` condition as the error.
+    #[arg(
+        long = "worker-delete-timeout-seconds",
+        env = "TENANTPLANE_WORKER_DELETE_TIMEOUT_SECONDS",
+        default_value_t = 600.0
+    )]
+    pub delete_timeout_seconds: f64,
 }
 
 impl Default for WorkerSettings {
@@ -107,6 +115,7 @@ impl Default for WorkerSettings {
             backoff_ms: 1000,
             backoff_max_ms: 300_000,
             tenant_address: translate::TenantAddress::None,
+            delete_timeout_seconds: 600.0,
         }
     }
 }
@@ -122,6 +131,9 @@ impl WorkerSettings {
         }
         if !(self.resync_seconds.is_finite() && self.resync_seconds > 0.0) {
             return Err("the worker resync interval must be positive".into());
+        }
+        if !(self.delete_timeout_seconds.is_finite() && self.delete_timeout_seconds > 0.0) {
+            return Err("the worker delete timeout must be positive".into());
         }
         if !self.namespace_template.contains("{tenant}") {
             return Err("the namespace template must contain {tenant}".into());
@@ -470,7 +482,21 @@ impl Worker {
         let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);
         let gone = match api.get_opt(&cp.name).await {
             Ok(None) => true,
-            Ok(Some(tcp)) if tcp.metadata.deletion_timestamp.is_some() => false,
+            Ok(Some(tcp)) if tcp.metadata.deletion_timestamp.is_some() => {
+                let since = tcp.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_second());
+                let waited = since.map_or(0, |t| chrono::Utc::now().timestamp() - t) as f64;
+                if waited > self.settings.delete_timeout_seconds {
+                    let error = format!(
+                        "the TenantControlPlane was not deleted within {} s: {}",
+                        self.settings.delete_timeout_seconds,
+                        status::stuck_reason(&tcp)
+                    );
+                    tracing::warn!(control_plane = %cp.id, %error, "giving up on a delete");
+                    self.finish(tx, row, "failed", Some(&error)).await?;
+                    return Ok(Outcome::Failed);
+                }
+                false
+            }
             Ok(Some(_)) => match api.delete(&cp.name, &DeleteParams::background()).await {
                 Ok(either) => either.is_right(),
                 Err(kube::Error::Api(status)) if status.code == 404 => true,

@@ -64,6 +64,23 @@ pub fn phase(tcp: &TenantControlPlane) -> String {
     }
 }
 
+/// Why a TCP that is being deleted is still there: its first `DataStoreReady` or `Ready` condition that is
+/// not `True` (`type=status (reason): message`), else the finalizers it waits for.
+pub fn stuck_reason(tcp: &TenantControlPlane) -> String {
+    let conditions = tcp
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    for kind in ["DataStoreReady", "Ready"] {
+        if let Some(c) = conditions.iter().find(|c| c.type_ == kind && c.status != "True") {
+            return format!("{}={} ({}): {}", c.type_, c.status, c.reason, c.message);
+        }
+    }
+    let finalizers = tcp.metadata.finalizers.clone().unwrap_or_default();
+    format!("still waiting for the finalizers {}", finalizers.join(", "))
+}
+
 /// Reads the labels, identity and status of `tcp`; `None` when it does not carry our labels or has no UID.
 pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
     let (tenant_id, control_plane_id) = claimed_row(tcp)?;
@@ -194,6 +211,25 @@ mod tests {
         assert_eq!(with_ready("Sleeping", Some(ready("False", 2))), "Sleeping");
         assert_eq!(with_ready("Upgrading", Some(ready("True", 2))), "Upgrading");
         assert_eq!(with_ready("NotReady", Some(ready("True", 2))), "NotReady");
+    }
+
+    #[test]
+    fn a_stuck_delete_is_explained_by_the_datastore_condition_first() {
+        let mut stuck = tcp(serde_json::json!({"conditions": [
+            {"type": "Ready", "status": "False", "reason": "Deleting", "message": "being deleted",
+             "lastTransitionTime": "2026-12-01T00:00:00Z"},
+            {"type": "DataStoreReady", "status": "False", "reason": "Unreachable", "message": "etcd is down",
+             "lastTransitionTime": "2026-12-01T00:00:00Z"}]}));
+        assert_eq!(
+            stuck_reason(&stuck),
+            "DataStoreReady=False (Unreachable): etcd is down"
+        );
+        stuck.status = None;
+        stuck.metadata.finalizers = Some(vec!["kamaji.clastix.io/finalizer".into()]);
+        assert_eq!(
+            stuck_reason(&stuck),
+            "still waiting for the finalizers kamaji.clastix.io/finalizer"
+        );
     }
 
     #[test]

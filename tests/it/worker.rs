@@ -675,3 +675,67 @@ async fn worker_runs_inside_serve_and_exposes_its_metrics() {
         assert!(metrics.contains(line), "{line:?} missing from:\n{metrics}");
     }
 }
+
+#[tokio::test]
+async fn a_delete_that_cannot_finish_fails_after_the_deadline_with_the_tcps_condition() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(
+        app.ctx.db.clone(),
+        kube.clone(),
+        WorkerSettings {
+            delete_timeout_seconds: 1.0,
+            ..settings()
+        },
+    );
+    let slug = app.tenant("wkd").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let created = app.control_plane(&slug, &admin, "stuck").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    wait_tcp(&kube, &slug, "stuck", |_| true).await;
+    // A finalizer that never finishes, and the condition that says why.
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    api.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": ["test.tenantplane.io/hold"]}})),
+    )
+    .await
+    .unwrap();
+    let condition = json!({"status": {"conditions": [{"type": "DataStoreReady", "status": "False",
+        "reason": "Unreachable", "message": "the DataStore etcd-default does not answer",
+        "lastTransitionTime": "2026-12-01T00:00:00Z"}]}});
+    api.patch_status("stuck", &PatchParams::default(), &Patch::Merge(&condition))
+        .await
+        .unwrap();
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/v1/tenants/{slug}/control-planes/{id}"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let op = wait_op(
+        &app,
+        &slug,
+        &admin,
+        r.body["operation"]["id"].as_str().unwrap(),
+        "failed",
+    )
+    .await;
+    assert_eq!(
+        op["error"],
+        "the TenantControlPlane was not deleted within 1 s: DataStoreReady=False (Unreachable): the DataStore etcd-default does not answer"
+    );
+    // Let it go.
+    api.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}
