@@ -213,3 +213,15 @@ pub async fn pool_usage(
         .map(|r| (r.name, r.datastores, r.used_by))
         .collect())
 }
+
+/// Mirrors the cluster's readiness of the DataStore `name` into its row; returns whether it changed.
+pub async fn set_ready(db: impl PgExecutor<'_>, name: &str, ready: bool) -> Result<bool, StoreError> {
+    let done = sqlx::query!(
+        "update datastores set ready = $2, updated_at = now() where name = $1 and ready is distinct from $2",
+        name,
+        ready
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}

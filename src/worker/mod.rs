@@ -1,7 +1,7 @@
 //! The sync worker: PostgreSQL intent → `TenantControlPlane`s through the transactional outbox, and status
 //! back.
 //!
-//! Three loops run side by side ([`Worker::run`]):
+//! Four loops run side by side ([`Worker::run`]):
 //! - **outbox**: claim due rows (`FOR UPDATE SKIP LOCKED`, oldest row per control plane), apply or delete,
 //!   and record the result in the transaction that holds the claim. A crash rolls the claim back and the
 //!   rows are applied again (server-side apply is idempotent); the committed audit row
@@ -11,6 +11,8 @@
 //!   Only the TCP the worker made counts: in the namespace from the template, with the row's name, and
 //!   with the UID pinned in `control_planes.tcp_uid` (set from every apply's answer, or on first sight;
 //!   cleared when that TCP is deleted). Any other TCP with the same labels is ignored and counted.
+//! - **datastores**: a watcher on DataStores mirrors `status.ready` into `datastores.ready`, so
+//!   placement skips DataStores the controller found unready.
 //! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
 //!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
 //!   managers own and we never send are left alone.
@@ -37,7 +39,7 @@ use uuid::Uuid;
 pub use metrics::WorkerMetrics;
 
 use crate::{
-    k8s::crd::TenantControlPlane,
+    k8s::crd::{DataStore, TenantControlPlane},
     store::{self, StoreError, control_planes::ControlPlaneRow, outbox::OutboxRow},
     translate::{self, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY, Placement},
 };
@@ -232,10 +234,12 @@ impl Worker {
         let outbox = self.clone().outbox_loop();
         let status = self.clone().status_loop();
         let resync = self.clone().resync_loop();
+        let datastores = self.clone().datastore_loop();
         tokio::select! {
             r = outbox => r,
             r = status => r,
             r = resync => r,
+            r = datastores => r,
         }
     }
 
@@ -288,6 +292,33 @@ impl Worker {
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(()),
                 Err(err) => tracing::warn!(%err, "TenantControlPlane watch failed; backing off"),
+            }
+        }
+    }
+
+    /// Mirrors every DataStore's `status.ready` into `datastores.ready`, so placement skips unready ones. A
+    /// DataStore without a status yet leaves its row alone; a deleted one marks its row not ready.
+    async fn datastore_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        let api: Api<DataStore> = Api::all(self.kube.clone());
+        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        loop {
+            let (name, ready) = match events.try_next().await {
+                Ok(Some(watcher::Event::Apply(ds) | watcher::Event::InitApply(ds))) => match &ds.status {
+                    Some(status) => (ds.name_any(), status.ready),
+                    None => continue,
+                },
+                Ok(Some(watcher::Event::Delete(ds))) => (ds.name_any(), false),
+                Ok(Some(_)) => continue,
+                Ok(None) => return Ok(()),
+                Err(err) => {
+                    tracing::warn!(%err, "DataStore watch failed; backing off");
+                    continue;
+                }
+            };
+            match store::datastores::set_ready(&self.db, &name, ready).await {
+                Ok(true) => tracing::info!(datastore = %name, ready, "DataStore readiness changed"),
+                Ok(false) => {}
+                Err(err) => tracing::warn!(%err, datastore = %name, "DataStore readiness write failed"),
             }
         }
     }

@@ -739,3 +739,93 @@ async fn a_delete_that_cannot_finish_fails_after_the_deadline_with_the_tcps_cond
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_unready_ones() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let name = support::unique("wk-ds");
+    let pool = store::datastores::insert_pool(&app.ctx.db, &name, "spread", &json!({}))
+        .await
+        .unwrap();
+    store::datastores::insert(
+        &app.ctx.db,
+        &store::datastores::NewDataStore {
+            name: name.clone(),
+            pool_id: Some(pool.id),
+            driver: "etcd".into(),
+            endpoints: vec!["etcd-x:2379".into()],
+            secret_refs: json!({}),
+            labels: json!({}),
+            capacity_tenants: 10,
+            capacity_bytes: None,
+            ca_id: None,
+        },
+    )
+    .await
+    .unwrap();
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/samples/datastore-etcd.yaml"
+    ))
+    .unwrap();
+    let mut ds: tenantplane::k8s::crd::DataStore = serde_yaml::from_str(&sample).unwrap();
+    ds.metadata.name = Some(name.clone());
+    let api: Api<tenantplane::k8s::crd::DataStore> = Api::all(kube.clone());
+    api.create(&Default::default(), &ds).await.unwrap();
+    let ready = || async {
+        sqlx::query_scalar::<_, bool>("select ready from datastores where name = $1")
+            .bind(&name)
+            .fetch_one(&app.ctx.db)
+            .await
+            .unwrap()
+    };
+    // No status yet: the row keeps its value.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ready().await);
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"ready": false}})),
+    )
+    .await
+    .unwrap();
+    support::eventually("row not ready", Duration::from_secs(10), || async {
+        (!ready().await).then_some(())
+    })
+    .await;
+    let slug = app.tenant("wk-ds").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(json!({"name": "placed", "kubernetesVersion": "v1.33.2", "datastore": {"pool": name}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    assert!(
+        r.body["detail"].as_str().unwrap().contains("not ready"),
+        "{}",
+        r.text
+    );
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"ready": true}})),
+    )
+    .await
+    .unwrap();
+    support::eventually("row ready", Duration::from_secs(10), || async {
+        ready().await.then_some(())
+    })
+    .await;
+    api.delete(&name, &Default::default()).await.unwrap();
+    support::eventually("row not ready after delete", Duration::from_secs(10), || async {
+        (!ready().await).then_some(())
+    })
+    .await;
+}
