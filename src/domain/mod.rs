@@ -259,6 +259,46 @@ pub fn check_namespace(field: &str, template: &str, slug: &str) -> Result<(), Fi
     })
 }
 
+/// A Kubernetes object name that is a DNS-1123 subdomain (Secrets): at most 253 characters of lowercase
+/// letters, digits, `-` and `.`, each dot-separated part starting and ending with a letter or digit.
+pub fn check_subdomain(field: &str, value: &str) -> Result<(), FieldError> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && value.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' or '.', each part starting and ending with a letter or digit",
+        ))
+    }
+}
+
+/// A key of a Secret's data: 1-253 letters, digits, `-`, `_` or `.`.
+pub fn check_secret_key(field: &str, value: &str) -> Result<(), FieldError> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be a Secret key: 1-253 letters, digits, '-', '_' or '.'",
+        ))
+    }
+}
+
 /// A NodePort control plane's port must lie in the cluster's NodePort range.
 pub fn check_node_port(field: &str, range: PortRange, port: i32) -> Result<(), FieldError> {
     if range.contains(port) {
@@ -495,6 +535,41 @@ mod tests {
         assert!(err.message.contains("at most 60 characters"), "{}", err.message);
         assert!(check_namespace("slug", "{tenant}", &"a".repeat(63)).is_ok());
         assert!(check_namespace("slug", "Tenant-{tenant}", "a").is_err());
+    }
+
+    #[test]
+    fn secret_references_use_kubernetes_names_and_keys() {
+        assert!(check_subdomain("s", "etcd-gold.certs").is_ok());
+        for bad in ["", "Etcd", "a..b", "-a", "a_b", &"a".repeat(254)] {
+            assert!(check_subdomain("s", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_secret_key("k", "tls.crt").is_ok());
+        assert!(check_secret_key("k", "CA_key-1").is_ok());
+        for bad in ["", "a/b", "a b", &"k".repeat(254)] {
+            assert!(check_secret_key("k", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn dns_1035_accepts_exactly_the_kubernetes_pattern(name in "[a-z0-9-]{0,64}") {
+            let pattern = name.len() <= 63
+                && name.starts_with(|c: char| c.is_ascii_lowercase())
+                && !name.ends_with('-');
+            proptest::prop_assert_eq!(check_dns1035("name", &name).is_ok(), pattern);
+        }
+
+        #[test]
+        fn the_namespace_check_accepts_exactly_the_slugs_that_fit(slug in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?") {
+            let fits = slug.len() + "tp-".len() <= 63;
+            proptest::prop_assert_eq!(check_namespace("slug", "tp-{tenant}", &slug).is_ok(), fits);
+        }
+
+        #[test]
+        fn node_ports_are_accepted_exactly_within_the_range(port in 1i32..=65535) {
+            let within = (30000..=32767).contains(&port);
+            proptest::prop_assert_eq!(check_node_port("port", PortRange::NODE_PORTS, port).is_ok(), within);
+        }
     }
 
     #[test]

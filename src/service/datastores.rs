@@ -7,7 +7,7 @@ use super::{
 };
 use crate::{
     auth::Principal,
-    domain::{FieldError, Name, check_labels},
+    domain::{FieldError, Name, check_labels, check_secret_key, check_subdomain},
     store::{
         self,
         datastores::{DataStoreRow, NewDataStore, PoolRow},
@@ -115,6 +115,30 @@ fn check_endpoint(endpoint: &str) -> bool {
         && port.parse::<u16>().is_ok_and(|p| p > 0)
 }
 
+/// What is wrong with the Secret references (names and namespaces the cluster accepts, valid keys).
+fn secret_ref_errors(secrets: &DataStoreSecrets) -> Vec<FieldError> {
+    let refs = [
+        ("username", &secrets.username),
+        ("password", &secrets.password),
+        ("caCertificate", &secrets.ca_certificate),
+        ("caPrivateKey", &secrets.ca_private_key),
+        ("clientCertificate", &secrets.client_certificate),
+        ("clientPrivateKey", &secrets.client_private_key),
+    ];
+    let mut errors = Vec::new();
+    for (field, reference) in refs {
+        let Some(r) = reference else { continue };
+        let at = |part: &str| format!("secrets.{field}.{part}");
+        let checks = [
+            check_subdomain(&at("name"), &r.name),
+            Name::parse(&at("namespace"), &r.namespace).map(|_| ()),
+            check_secret_key(&at("keyPath"), &r.key_path),
+        ];
+        errors.extend(checks.into_iter().filter_map(|c| c.err()));
+    }
+    errors
+}
+
 /// Registers a DataStore.
 pub async fn create(
     ctx: &Ctx,
@@ -174,6 +198,7 @@ pub async fn create(
     if let Err(e) = check_labels("labels", &input.labels) {
         errors.push(e);
     }
+    errors.extend(secret_ref_errors(&input.secrets));
     let pool_id = match &input.pool {
         Some(name) => match store::datastores::pool(&ctx.db, name).await? {
             Some(p) => Some(p.id),

@@ -177,3 +177,38 @@ async fn a_slug_whose_namespace_exceeds_63_characters_is_422_on_slug() {
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
 }
+
+#[tokio::test]
+async fn a_datastore_secret_reference_the_cluster_cannot_resolve_is_422_naming_the_part() {
+    let app = spawn_app().await;
+    let reference = |name: &str, namespace: &str, key: &str| json!({"name": name, "namespace": namespace, "keyPath": key});
+    let r = app
+        .call(
+            Method::POST,
+            "/api/v1/datastores",
+            Some(&app.admin),
+            Some(json!({"name": "pg-bad-refs", "driver": "PostgreSQL", "endpoints": ["db:5432"], "capacityTenants": 10,
+                        "secrets": {"username": reference("pg_creds", "kamaji-system", "user"),
+                                    "password": reference("pg-creds", "Kamaji", "pass word")}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    let fields: Vec<&str> = r.body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "secrets.username.name",
+            "secrets.password.namespace",
+            "secrets.password.keyPath"
+        ]
+    );
+    assert_eq!(
+        r.body["errors"][2]["message"],
+        "must be a Secret key: 1-253 letters, digits, '-', '_' or '.'"
+    );
+}
