@@ -623,6 +623,50 @@ fn graphql_close(code: u16, reason: String) -> Message {
     }
 }
 
+/// The client's messages as async-graphql reads them: up to the first error (remembered for the close
+/// frame), each operation admitted by [`SocketState::admit`].
+fn socket_input(
+    source: futures_util::stream::SplitStream<WebSocket>,
+    state: SocketState,
+) -> impl futures_util::Stream<Item = Vec<u8>> {
+    let seen_error = state.input_error.clone();
+    source
+        .take_while(move |m| {
+            if let (Err(e), Ok(mut slot)) = (m, seen_error.lock()) {
+                *slot = Some(e.to_string());
+            }
+            future::ready(matches!(
+                m,
+                Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
+            ))
+        })
+        .filter_map(move |m| state.clone().admit(m))
+}
+
+/// `connection_init`: authenticates the token, remembers the caller for the connection's re-checks, and
+/// hands resolvers the caller and its DataLoaders.
+async fn connection_init(
+    ctx: Ctx,
+    who_slot: Arc<std::sync::Mutex<Option<Principal>>>,
+    payload: serde_json::Value,
+) -> async_graphql::Result<Data> {
+    let token = init_token(&payload)
+        .ok_or_else(|| async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing)))?;
+    let who = service::tokens::authenticate(&ctx, &token)
+        .await
+        .map_err(|e| match e {
+            TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
+            e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
+        })?;
+    if let Ok(mut slot) = who_slot.lock() {
+        *slot = Some(who.clone());
+    }
+    let mut data = Data::default();
+    data.insert(loader::Loaders::new(&ctx, &who));
+    data.insert(Caller(who));
+    Ok(data)
+}
+
 /// Serves one `/graphql` WebSocket. The token of `connection_init` is checked again before every
 /// operation and every `token_recheck` while the connection lives, and the connection closes (`4403`) when
 /// the token is revoked or expires (a timer fires at `exp`).
@@ -646,21 +690,7 @@ async fn serve_socket(
         settings,
         input_error: Arc::default(),
     };
-    let seen_error = state.input_error.clone();
-    let input = source
-        .take_while(move |m| {
-            if let (Err(e), Ok(mut slot)) = (m, seen_error.lock()) {
-                *slot = Some(e.to_string());
-            }
-            future::ready(matches!(
-                m,
-                Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_) | Message::Pong(_))
-            ))
-        })
-        .filter_map({
-            let state = state.clone();
-            move |m| state.clone().admit(m)
-        });
+    let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
     let mut connection = Data::default();
     connection.insert(slow.clone());
@@ -668,24 +698,7 @@ async fn serve_socket(
     let who_slot = state.who.clone();
     let graphql = async_graphql::http::WebSocket::new(schema, input, protocol)
         .connection_data(connection)
-        .on_connection_init(move |payload| async move {
-            let token = init_token(&payload).ok_or_else(|| {
-                async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing))
-            })?;
-            let who = service::tokens::authenticate(&ctx, &token)
-                .await
-                .map_err(|e| match e {
-                    TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
-                    e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
-                })?;
-            if let Ok(mut slot) = who_slot.lock() {
-                *slot = Some(who.clone());
-            }
-            let mut data = Data::default();
-            data.insert(loader::Loaders::new(&ctx, &who));
-            data.insert(Caller(who));
-            Ok(data)
-        });
+        .on_connection_init(move |payload| connection_init(ctx, who_slot, payload));
     let mut graphql = std::pin::pin!(graphql);
     let init_deadline = tokio::time::sleep(INIT_TIMEOUT);
     let mut init_deadline = std::pin::pin!(init_deadline);
