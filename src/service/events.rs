@@ -19,6 +19,8 @@ use crate::{auth::Principal, domain::Role};
 
 /// The channel the worker notifies on.
 pub const CHANNEL: &str = "control_plane_status";
+/// The channel a token's revocation is announced on (payload: its `jti`).
+pub const REVOKED_CHANNEL: &str = "token_revoked";
 
 /// A control plane whose status or conditions changed, as committed.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,7 @@ pub struct Hub {
 struct HubInner {
     capacity: usize,
     sender: OnceCell<broadcast::Sender<Arc<Event>>>,
+    revoked: OnceCell<broadcast::Sender<Uuid>>,
 }
 
 impl Hub {
@@ -48,6 +51,7 @@ impl Hub {
             inner: Arc::new(HubInner {
                 capacity: capacity.max(1),
                 sender: OnceCell::new(),
+                revoked: OnceCell::new(),
             }),
         }
     }
@@ -64,6 +68,43 @@ impl Hub {
                 Ok::<_, ServiceError>(sender)
             })
             .await
+    }
+}
+
+impl Hub {
+    /// Revoked token ids as they are announced; the first call starts the `LISTEN` and returns once it is
+    /// active. A receiver that lags has missed some: its owner re-checks its token.
+    pub async fn revocations(&self, db: &sqlx::PgPool) -> Result<broadcast::Receiver<Uuid>> {
+        let sender = self
+            .inner
+            .revoked
+            .get_or_try_init(|| async {
+                let mut listener = PgListener::connect_with(db).await?;
+                listener.listen(REVOKED_CHANNEL).await?;
+                let (sender, _) = broadcast::channel(self.inner.capacity);
+                tokio::spawn(relay_revocations(listener, sender.clone()));
+                Ok::<_, ServiceError>(sender)
+            })
+            .await?;
+        Ok(sender.subscribe())
+    }
+}
+
+/// Broadcasts each announced revocation.
+async fn relay_revocations(mut listener: PgListener, sender: broadcast::Sender<Uuid>) {
+    loop {
+        match listener.recv().await {
+            Ok(n) => {
+                if let Ok(jti) = Uuid::parse_str(n.payload()) {
+                    let _ = sender.send(jti);
+                }
+            }
+            Err(err) => {
+                // Revocations announced meanwhile are missed; the periodic re-check still catches them.
+                tracing::warn!(error = %err, "token revocation listener failed; reconnecting");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
     }
 }
 

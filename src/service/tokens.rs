@@ -152,6 +152,7 @@ pub async fn revoke(
     let row = store::tokens::revoke(&ctx.db, tenant.id, jti)
         .await?
         .ok_or(ServiceError::NotFound("token"))?;
+    store::tokens::announce_revoked(&ctx.db, jti).await?;
     store::audit(
         &ctx.db,
         Some(tenant.id),

@@ -106,3 +106,11 @@ pub async fn lock_live_signing_keys(tx: &mut PgConnection, tenant: Uuid) -> Resu
     .fetch_one(&mut *tx)
     .await?)
 }
+
+/// Announces a revocation (`NOTIFY token_revoked, '<jti>'`), so that open connections using the token close.
+pub async fn announce_revoked(db: impl PgExecutor<'_>, jti: Uuid) -> Result<(), StoreError> {
+    sqlx::query!("select pg_notify('token_revoked', $1::uuid::text)", jti)
+        .execute(db)
+        .await?;
+    Ok(())
+}

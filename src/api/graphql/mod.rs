@@ -93,12 +93,13 @@ pub struct GraphqlSettings {
         default_value_t = 256
     )]
     pub subscription_buffer: usize,
-    /// Seconds between re-checks of a WebSocket connection's token (revocation, expiry) while it is open;
-    /// each operation re-checks it too, and a timer closes the connection at the token's expiry.
+    /// Seconds between re-checks of a WebSocket connection's token (revocation, expiry) while it is open.
+    /// Each operation re-checks it too, an announced revocation (`NOTIFY token_revoked`) closes it at once,
+    /// and a timer closes it at the token's expiry; this interval catches announcements a listener missed.
     #[arg(
         long = "graphql-token-recheck-seconds",
         env = "TENANTPLANE_GRAPHQL_TOKEN_RECHECK_SECONDS",
-        default_value_t = 10.0
+        default_value_t = 60.0
     )]
     pub token_recheck_seconds: f64,
     /// Most aliases one request may use (`a: node(…) b: node(…)` …), counted through fragments.
@@ -124,7 +125,7 @@ impl Default for GraphqlSettings {
             introspection: true,
             max_request_bytes: 32768,
             subscription_buffer: 256,
-            token_recheck_seconds: 10.0,
+            token_recheck_seconds: 60.0,
             max_aliases: 50,
             max_root_fields: 20,
         }
@@ -246,9 +247,14 @@ struct SlowConsumer(Arc<Notify>);
 
 /// The schema with its limits and shared data.
 pub fn schema(ctx: Ctx, settings: &GraphqlSettings) -> AppSchema {
+    schema_with(ctx, settings, Hub::new(settings.subscription_buffer))
+}
+
+/// The schema, with the event hub its subscriptions (and WebSocket revocation checks) share.
+fn schema_with(ctx: Ctx, settings: &GraphqlSettings, hub: Hub) -> AppSchema {
     let builder = Schema::build(Query, Mutation, Subscription)
         .data(ctx)
-        .data(Hub::new(settings.subscription_buffer))
+        .data(hub)
         .limit_depth(MAX_DEPTH)
         .limit_complexity(settings.max_complexity);
     if settings.introspection {
@@ -332,10 +338,12 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 /// `/graphql`: POST and GET (queries only) execute, GET without a query serves GraphiQL, and a WebSocket
 /// upgrade starts a subscription connection.
 pub fn routes(state: &AppState) -> Router<AppState> {
-    let schema = schema(state.ctx.clone(), &state.graphql);
+    let hub = Hub::new(state.graphql.subscription_buffer);
+    let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone());
     Router::new()
         .route("/graphql", get(get_graphql).post(post_graphql))
         .layer(Extension(schema))
+        .layer(Extension(hub))
 }
 
 fn too_large(limit: usize) -> Response {
@@ -390,9 +398,11 @@ async fn post_graphql(
     execute(&state, &schema, auth, rid, request).await
 }
 
+#[expect(clippy::too_many_arguments, reason = "one axum handler with its extractors")]
 async fn get_graphql(
     State(state): State<AppState>,
     Extension(schema): Extension<AppSchema>,
+    Extension(hub): Extension<Hub>,
     auth: Result<Auth, ApiError>,
     rid: RequestId,
     headers: HeaderMap,
@@ -400,7 +410,7 @@ async fn get_graphql(
     RawQuery(query): RawQuery,
 ) -> Response {
     if let Ok(upgrade) = upgrade {
-        return websocket(state, schema, upgrade, &headers, rid);
+        return websocket(state, (schema, hub), upgrade, &headers, rid);
     }
     let Some(query) = query.filter(|q| !q.is_empty()) else {
         return Html(
@@ -488,7 +498,7 @@ fn init_token(payload: &serde_json::Value) -> Option<String> {
 
 fn websocket(
     state: AppState,
-    schema: AppSchema,
+    schema: (AppSchema, Hub),
     upgrade: WebSocketUpgrade,
     headers: &HeaderMap,
     rid: RequestId,
@@ -539,6 +549,14 @@ impl SocketState {
         self.who.lock().ok().and_then(|w| w.clone())
     }
 
+    /// Re-checks the caller's token; the close frame when it no longer holds.
+    async fn recheck_close(&self) -> Option<Message> {
+        let who = self.caller()?;
+        let err = service::tokens::recheck(&self.ctx, &who).await.err()?;
+        let (code, reason) = token_close(&err);
+        Some(close_message(code, reason))
+    }
+
     /// Lets one client message through, or not: each operation (`subscribe`, `start`) first re-checks the
     /// token (revocation and expiry), and one over the subscription cap is not started.
     async fn admit(self, message: Result<Message, axum::Error>) -> Option<Vec<u8>> {
@@ -583,6 +601,16 @@ impl SocketState {
             return None;
         }
         Some(bytes)
+    }
+}
+
+/// The next announced revocation; pending forever without a receiver.
+async fn next_revocation(
+    receiver: &mut Option<tokio::sync::broadcast::Receiver<uuid::Uuid>>,
+) -> Result<uuid::Uuid, tokio::sync::broadcast::error::RecvError> {
+    match receiver {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -672,7 +700,7 @@ async fn connection_init(
 /// the token is revoked or expires (a timer fires at `exp`).
 async fn serve_socket(
     socket: WebSocket,
-    schema: AppSchema,
+    (schema, hub): (AppSchema, Hub),
     protocol: Protocols,
     ctx: Ctx,
     rid: Option<String>,
@@ -707,6 +735,8 @@ async fn serve_socket(
     let mut expiry = std::pin::pin!(expiry);
     let mut recheck = tokio::time::interval(token_recheck.max(Duration::from_millis(100)));
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Announced revocations, once the connection is acknowledged.
+    let mut revoked: Option<tokio::sync::broadcast::Receiver<uuid::Uuid>> = None;
     let mut acknowledged = false;
     loop {
         let message = tokio::select! {
@@ -734,12 +764,17 @@ async fn serve_socket(
                 }
             },
             () = &mut expiry, if acknowledged => Some(close_message(4403, "Forbidden: the token expired".into())),
-            _ = recheck.tick(), if acknowledged => match state.caller() {
-                Some(who) => service::tokens::recheck(&state.ctx, &who).await.err().map(|err| {
-                    let (code, reason) = token_close(&err);
-                    close_message(code, reason)
-                }),
-                None => None,
+            _ = recheck.tick(), if acknowledged => state.recheck_close().await,
+            r = next_revocation(&mut revoked), if acknowledged => match r {
+                Ok(jti) if state.caller().is_some_and(|w| w.jti == jti) => {
+                    Some(close_message(4403, format!("Forbidden: {}", TokenError::Revoked)))
+                }
+                Ok(_) => None,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => state.recheck_close().await,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    revoked = None;
+                    None
+                }
             },
             () = state.too_many.notified() => Some(close_message(
                 4400,
@@ -753,6 +788,7 @@ async fn serve_socket(
                             let left = (who.expires_at - chrono::Utc::now()).to_std().unwrap_or_default();
                             expiry.as_mut().reset(tokio::time::Instant::now() + left);
                         }
+                        revoked = hub.revocations(&state.ctx.db).await.ok();
                     }
                     if text.starts_with("{\"type\":\"complete\"") {
                         let _ = state.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));

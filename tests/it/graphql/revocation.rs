@@ -71,12 +71,45 @@ async fn a_mutation_over_the_socket_of_a_revoked_token_is_refused_and_the_socket
         Incoming::Json(json!({"type": "complete", "id": "1"}))
     );
 
-    revoke(&app, &slug, &other_admin, &jti(&app, &holder).await).await;
     let before = tokens(&app).await;
-    ws_send(&mut ws, mint("2", &slug)).await;
+    revoke(&app, &slug, &other_admin, &jti(&app, &holder).await).await;
+    // The mutation right after the revocation: refused, whichever comes first (the announcement closing
+    // the socket, or the operation's own check).
+    let _ = futures::SinkExt::send(
+        &mut ws,
+        tokio_tungstenite::tungstenite::Message::Text(mint("2", &slug).to_string().into()),
+    )
+    .await;
+    let refused = json!({"type": "error", "id": "2", "payload": [
+        {"message": "the token was revoked", "extensions": {"code": "UNAUTHENTICATED"}}]});
+    let closed = match ws_next(&mut ws, Duration::from_secs(5)).await {
+        Incoming::Json(m) if m == refused => ws_next(&mut ws, Duration::from_secs(5)).await,
+        other => other,
+    };
+    assert_eq!(
+        closed,
+        Incoming::Closed(4403, "Forbidden: the token was revoked".into())
+    );
+    assert_eq!(tokens(&app).await, before, "no token was minted");
+}
+
+#[tokio::test]
+async fn each_operation_rechecks_the_token_even_when_no_revocation_was_announced() {
+    let app = spawn_app_with_graphql(settings(3600.0)).await;
+    let slug = app.tenant("ws-op").await;
+    let holder = app.token(&slug, "tenant-admin").await;
+    let mut ws = ws_ready(&app, &holder).await;
+    // Revoked behind the API's back (as if the announcement were lost): only the table says so.
+    sqlx::query("update api_tokens set revoked_at = now() where jti = $1::uuid")
+        .bind(jti(&app, &holder).await)
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let before = tokens(&app).await;
+    ws_send(&mut ws, mint("1", &slug)).await;
     assert_eq!(
         ws_next(&mut ws, Duration::from_secs(5)).await,
-        Incoming::Json(json!({"type": "error", "id": "2", "payload": [
+        Incoming::Json(json!({"type": "error", "id": "1", "payload": [
             {"message": "the token was revoked", "extensions": {"code": "UNAUTHENTICATED"}}]}))
     );
     assert_eq!(
@@ -87,16 +120,19 @@ async fn a_mutation_over_the_socket_of_a_revoked_token_is_refused_and_the_socket
 }
 
 #[tokio::test]
-async fn an_idle_socket_with_a_live_subscription_closes_with_4403_when_its_token_is_revoked() {
+async fn an_idle_socket_with_a_live_subscription_closes_on_the_periodic_recheck() {
     let app = spawn_app_with_graphql(settings(0.5)).await;
     let slug = app.tenant("ws-idle").await;
     let viewer = app.token(&slug, "tenant-viewer").await;
-    let admin = app.token(&slug, "tenant-admin").await;
     let mut ws = ws_ready(&app, &viewer).await;
     subscribe(&mut ws, "1", &slug).await;
-    // The subscription is live (a token check passed for it); now the token goes.
+    // The subscription is live (a token check passed for it); now the token goes, unannounced.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    revoke(&app, &slug, &admin, &jti(&app, &viewer).await).await;
+    sqlx::query("update api_tokens set revoked_at = now() where jti = $1::uuid")
+        .bind(jti(&app, &viewer).await)
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
     let started = Instant::now();
     assert_eq!(
         ws_next(&mut ws, Duration::from_secs(5)).await,
@@ -140,5 +176,43 @@ async fn a_socket_closes_with_4403_when_its_token_expires() {
     assert!(
         elapsed > Duration::from_millis(1000) && elapsed < Duration::from_secs(4),
         "closed after {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_announced_revocation_closes_an_idle_socket_at_once() {
+    // No periodic re-check: the revocation's NOTIFY closes the socket.
+    let app = spawn_app_with_graphql(settings(3600.0)).await;
+    let slug = app.tenant("ws-notify").await;
+    let viewer = app.token(&slug, "tenant-viewer").await;
+    let bystander = app.token(&slug, "tenant-viewer").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let mut ws = ws_ready(&app, &viewer).await;
+    subscribe(&mut ws, "1", &slug).await;
+    let mut other = ws_ready(&app, &bystander).await;
+    subscribe(&mut other, "1", &slug).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    revoke(&app, &slug, &admin, &jti(&app, &viewer).await).await;
+    let started = Instant::now();
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Closed(4403, "Forbidden: the token was revoked".into())
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    // Another token's connection stays open: it still answers an operation.
+    ws_send(
+        &mut other,
+        json!({"id": "2", "type": "subscribe", "payload": {"query": "{ viewer { role } }"}}),
+    )
+    .await;
+    assert_eq!(
+        ws_next(&mut other, Duration::from_secs(5)).await,
+        Incoming::Json(
+            json!({"type": "next", "id": "2", "payload": {"data": {"viewer": {"role": "TENANT_VIEWER"}}}})
+        )
     );
 }
