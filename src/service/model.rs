@@ -31,7 +31,7 @@ pub struct Tenant {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateTenant {
-    /// URL slug (DNS-1123 label).
+    /// URL slug (DNS-1123 label); with the namespace template, its namespace must fit 63 characters.
     pub slug: String,
     /// Display name (1–200 characters).
     pub display_name: String,

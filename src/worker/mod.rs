@@ -193,6 +193,8 @@ pub struct Worker {
     metrics: WorkerMetrics,
     id: String,
     namespaces: Mutex<HashSet<String>>,
+    /// UIDs of foreign TCPs already logged as refused.
+    rejected: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -219,6 +221,7 @@ impl Worker {
             metrics,
             id,
             namespaces: Mutex::new(HashSet::new()),
+            rejected: Mutex::new(HashSet::new()),
         }
     }
 
@@ -352,14 +355,30 @@ impl Worker {
             }
             store::outbox::StatusVerdict::Unchanged => Ok(false),
             store::outbox::StatusVerdict::Rejected(reason) => {
-                tracing::warn!(
-                    tcp.namespace = %seen.namespace, tcp.name = %seen.name, control_plane = %seen.control_plane_id,
-                    reason, "ignoring the status of a TCP that is not the control plane's own"
-                );
+                // Once per foreign TCP at warn: a hostile writer's every status patch must not flood the log.
+                if self.first_rejection(&seen.uid) {
+                    tracing::warn!(
+                        tcp.namespace = %seen.namespace, tcp.name = %seen.name, control_plane = %seen.control_plane_id,
+                        reason, "ignoring the status of a TCP that is not the control plane's own"
+                    );
+                } else {
+                    tracing::debug!(tcp.namespace = %seen.namespace, tcp.name = %seen.name, reason, "status ignored again");
+                }
                 self.metrics.reject(reason);
                 Ok(false)
             }
         }
+    }
+
+    /// Whether `uid` is refused for the first time (remembers at most 10,000 UIDs, then starts over).
+    fn first_rejection(&self, uid: &str) -> bool {
+        let Ok(mut seen) = self.rejected.lock() else {
+            return true;
+        };
+        if seen.len() >= 10_000 {
+            seen.clear();
+        }
+        seen.insert(uid.to_string())
     }
 
     /// A deleted TCP: if it was the pinned one of the row its labels name, clear the pin so the TCP made

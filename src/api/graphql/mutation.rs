@@ -46,7 +46,7 @@ pub struct AddonsInput {
 pub struct CreateControlPlaneInput {
     /// Tenant slug.
     pub tenant: String,
-    /// Name (DNS-1123 label), unique in the tenant.
+    /// Name (DNS-1035 label: starts with a letter; it names the Service), unique in the tenant.
     pub name: String,
     /// Kubernetes version `vX.Y.Z` within the supported range.
     pub kubernetes_version: String,
@@ -54,7 +54,7 @@ pub struct CreateControlPlaneInput {
     pub replicas: Option<i32>,
     /// `ClusterIP` (default), `NodePort` or `LoadBalancer`.
     pub service_type: Option<String>,
-    /// API server port (default 6443).
+    /// API server port (default 6443); with `NodePort` also the node port: in the cluster's range, unique.
     pub port: Option<i32>,
     /// `small` (default), `medium` or `large`.
     pub size_class: Option<String>,
