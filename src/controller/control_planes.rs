@@ -291,6 +291,13 @@ async fn provision(
     if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
         space = space.with_password(password);
     }
+    // What the tenant already holds proves names made for it before ownership markers existed.
+    if let Some((cert, key)) = primary
+        .ca_cert()
+        .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user))
+    {
+        space = space.with_client_certificate(cert, crate::config::Secret::new(key));
+    }
     // `skip` implies the config Secret exists (its version was compared).
     let config_exists = existing_config.is_some();
     let (config, certificate) = match existing_config.filter(|_| skip) {

@@ -360,7 +360,9 @@ impl EtcdDriver {
                 }
                 None => {}
             }
-            if let Some(what) = self.unmarked_existing(client, field, name).await? {
+            if let Some(what) = self.unmarked_existing(client, field, name).await?
+                && !self.possessed(tenant).await?
+            {
                 return Err(self.foreign(format!(
                     "{what} exists but was not created for this TenantControlPlane"
                 )));
@@ -368,6 +370,40 @@ impl EtcdDriver {
             self.claim(client, field, name, owner).await?;
         }
         Ok(())
+    }
+
+    /// Whether the tenant already holds its names from before ownership markers: etcd accepts the
+    /// client certificate it kept (CN = its user) for a read of its prefix.
+    async fn possessed(&self, tenant: &TenantSpace) -> Result<bool, DatastoreError> {
+        let Some((cert, key)) = tenant.client_certificate() else {
+            return Ok(false);
+        };
+        // Checked here first: etcd closes the connection of a foreign certificate, which looks like an
+        // outage from this side.
+        if common_names(cert) != [tenant.user()] || !issued_by(cert, &self.settings.ca_cert_pem) {
+            return Ok(false);
+        }
+        let tls = TlsOptions::new()
+            .ca_certificate(Certificate::from_pem(&self.settings.ca_cert_pem))
+            .identity(Identity::from_pem(cert, key.expose()))
+            .timeout(self.settings.timeout);
+        let options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(self.settings.timeout)
+            .with_timeout(self.settings.timeout);
+        let read = async {
+            let mut client = Client::connect(&self.urls, Some(options)).await?;
+            let options = GetOptions::new().with_prefix().with_count_only();
+            client.get(prefix(tenant.schema()), Some(options)).await
+        };
+        match read
+            .await
+            .map_err(|e| self.map_error("read the prefix as the tenant", e))
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_transient() => Err(e),
+            Err(_) => Ok(false),
+        }
     }
 
     /// What already exists under an unclaimed name: the etcd role or keys of a schema, the etcd user.
@@ -608,6 +644,38 @@ impl Driver for EtcdDriver {
         )
         .await
     }
+}
+
+/// Whether `cert_pem` names `ca_pem`'s subject as its issuer (the TLS handshake checks the signature).
+fn issued_by(cert_pem: &str, ca_pem: &str) -> bool {
+    let parse = |pem: &str| {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+        Some(pem.contents)
+    };
+    let (Some(cert), Some(ca)) = (parse(cert_pem), parse(ca_pem)) else {
+        return false;
+    };
+    match (
+        x509_parser::parse_x509_certificate(&cert),
+        x509_parser::parse_x509_certificate(&ca),
+    ) {
+        (Ok((_, cert)), Ok((_, ca))) => cert.issuer().as_raw() == ca.subject().as_raw(),
+        _ => false,
+    }
+}
+
+/// The common names of a PEM certificate's subject (none when it does not parse).
+fn common_names(cert_pem: &str) -> Vec<String> {
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
+        return Vec::new();
+    };
+    let Ok(cert) = pem.parse_x509() else {
+        return Vec::new();
+    };
+    cert.subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect()
 }
 
 /// The value of the marker read by the `or_else` branch of a claim transaction.

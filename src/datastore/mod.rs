@@ -210,6 +210,7 @@ pub struct TenantSpace {
     user: String,
     owner: Owner,
     password: Option<Secret<String>>,
+    client_certificate: Option<(String, Secret<String>)>,
 }
 
 impl fmt::Debug for TenantSpace {
@@ -219,6 +220,10 @@ impl fmt::Debug for TenantSpace {
             .field("user", &self.user)
             .field("owner", &self.owner)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field(
+                "client_certificate",
+                &self.client_certificate.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -239,6 +244,7 @@ impl TenantSpace {
             user,
             owner,
             password: None,
+            client_certificate: None,
         })
     }
 
@@ -258,6 +264,20 @@ impl TenantSpace {
     pub fn with_password(mut self, password: Secret<String>) -> Self {
         self.password = Some(password);
         self
+    }
+
+    /// The etcd client certificate and key the tenant already holds (from its own Secret). With it,
+    /// names made for the tenant before ownership markers existed are adopted — but only if etcd
+    /// accepts the certificate for the tenant's prefix (proof of possession: it grants nothing new).
+    /// SQL drivers use the password given with [`TenantSpace::with_password`] the same way.
+    pub fn with_client_certificate(mut self, cert_pem: String, key_pem: Secret<String>) -> Self {
+        self.client_certificate = Some((cert_pem, key_pem));
+        self
+    }
+
+    /// The client certificate given with [`TenantSpace::with_client_certificate`], if any.
+    pub fn client_certificate(&self) -> Option<&(String, Secret<String>)> {
+        self.client_certificate.as_ref()
     }
 
     /// The space: SQL database, etcd prefix `/<schema>/`, NATS bucket (see [`nats::bucket_name`]).

@@ -276,11 +276,12 @@ impl MySqlDriver {
         field: &'static str,
         name: &str,
         owner: &Owner,
+        possessed: bool,
     ) -> Result<(), DatastoreError> {
         if let Some(marker) = self.marker(conn, field, name).await? {
             return self.refused(field, name, owner.judge(Some(&marker)));
         }
-        if self.exists(conn, field, name).await? {
+        if self.exists(conn, field, name).await? && !possessed {
             return self.refused(field, name, Claim::Unmarked);
         }
         sqlx::query("insert ignore into `tenantplane`.`owners` (kind, name, marker) values (?, ?, ?)")
@@ -292,6 +293,38 @@ impl MySqlDriver {
             .map_err(|e| self.error("claim the tenant name", e, None))?;
         let marker = self.marker(conn, field, name).await?;
         self.refused(field, name, owner.judge(marker.as_deref()))
+    }
+
+    /// Whether the tenant already holds its account and database from before ownership markers: the
+    /// password it kept (from its own Secret) logs in to its database. A refusal is `false`.
+    async fn possessed(&self, tenant: &TenantSpace) -> Result<bool, DatastoreError> {
+        let Some(password) = tenant.password() else {
+            return Ok(false);
+        };
+        let options = MySqlConnectOptions::new()
+            .host(&self.host)
+            .port(self.port)
+            .username(tenant.user())
+            .password(password.expose())
+            .database(tenant.schema())
+            .disable_statement_logging();
+        // The tenant's own login: TLS (if any) without the DataStore's client certificate.
+        let options = match &self.settings.tls {
+            Some(tls) => options
+                .ssl_mode(MySqlSslMode::VerifyIdentity)
+                .ssl_ca_from_pem(tls.ca_cert_pem.as_bytes().to_vec()),
+            None => options.ssl_mode(MySqlSslMode::Disabled),
+        };
+        match MySqlConnection::connect_with(&options).await {
+            Ok(conn) => {
+                let _ = conn.close().await;
+                Ok(true)
+            }
+            Err(e) => match self.error("log in as the tenant", e, Some(password.expose())) {
+                e @ (DatastoreError::Unreachable { .. } | DatastoreError::Timeout { .. }) => Err(e),
+                _ => Ok(false),
+            },
+        }
     }
 
     /// Refuses a user name longer than the server takes (a permanent error, never a retry loop).
@@ -380,8 +413,20 @@ impl MySqlDriver {
         let mut conn = self.connect().await?;
         self.check_user_len(&mut conn, user).await?;
         self.ensure_registry(&mut conn).await?;
-        self.claim(&mut conn, "schema", schema, tenant.owner()).await?;
-        self.claim(&mut conn, "user", user, tenant.owner()).await?;
+        // An unmarked existing name is adopted only when the tenant proves it already holds it.
+        let mut possessed = false;
+        for (field, name) in [("schema", schema), ("user", user)] {
+            match self
+                .claim(&mut conn, field, name, tenant.owner(), possessed)
+                .await
+            {
+                Err(DatastoreError::ForeignObject { .. }) if !possessed && self.possessed(tenant).await? => {
+                    possessed = true;
+                    self.claim(&mut conn, field, name, tenant.owner(), true).await?;
+                }
+                other => other?,
+            }
+        }
         let nbe = self.no_backslash_escapes(&mut conn).await?;
         let account = format!("{}@'%'", quote_literal(user, nbe));
         let literal = quote_literal(password.expose(), nbe);

@@ -193,6 +193,39 @@ impl PostgresDriver {
         }
     }
 
+    /// Whether the tenant already holds its role from before ownership markers: the password it kept
+    /// (from its own Secret) logs in to its database. A refusal is `false`; a transient error is one.
+    async fn possessed(&self, tenant: &TenantSpace) -> Result<bool, DatastoreError> {
+        let Some(password) = tenant.password() else {
+            return Ok(false);
+        };
+        // The tenant's own login: TLS (if any) without the DataStore's client certificate.
+        let options = PgConnectOptions::new_without_pgpass()
+            .host(&self.host)
+            .port(self.port)
+            .username(tenant.user())
+            .password(password.expose())
+            .database(tenant.schema())
+            .application_name("tenantplane")
+            .disable_statement_logging();
+        let options = match &self.settings.tls {
+            Some(tls) => options
+                .ssl_mode(PgSslMode::VerifyFull)
+                .ssl_root_cert_from_pem(tls.ca_cert_pem.as_bytes().to_vec()),
+            None => options.ssl_mode(PgSslMode::Prefer),
+        };
+        match PgConnection::connect_with(&options).await {
+            Ok(conn) => {
+                let _ = conn.close().await;
+                Ok(true)
+            }
+            Err(e) => match self.error("log in as the tenant", e, Some(password.expose())) {
+                e @ (DatastoreError::Unreachable { .. } | DatastoreError::Timeout { .. }) => Err(e),
+                _ => Ok(false),
+            },
+        }
+    }
+
     /// How the existing database stands towards the tenant: its marker, else (unmarked) ours when the
     /// tenant's role, already checked to be ours, owns it.
     fn database_claim(tenant: &TenantSpace, marker: Option<&str>, owner: &str) -> Claim {
@@ -214,7 +247,16 @@ impl PostgresDriver {
         let user = quote_ident(tenant.user());
         let alter = format!("alter role {user} with login password {literal}");
         if let Some(marker) = self.role_marker(conn, tenant.user()).await? {
-            self.refused("user", tenant.user(), tenant.owner().judge(marker.as_deref()))?;
+            let claim = tenant.owner().judge(marker.as_deref());
+            if claim == Claim::Unmarked && self.possessed(tenant).await? {
+                let comment = format!(
+                    "comment on role {user} is {}",
+                    quote_literal(&tenant.owner().marker())
+                );
+                self.exec(conn, "mark the tenant role", comment, None).await?;
+            } else {
+                self.refused("user", tenant.user(), claim)?;
+            }
             return self
                 .exec(conn, "set the tenant role's password", alter, secret)
                 .await;

@@ -1031,3 +1031,142 @@ async fn check_against_a_closed_port_is_a_transient_unreachable_error_for_every_
         assert!(message.to_ascii_lowercase().contains("refused"), "{message}");
     }
 }
+
+// ------------------------------------------------------------------------ names from before markers
+
+/// A tenant provisioned before ownership markers existed (user, role with its prefix, data, no marker)
+/// is adopted with the client certificate it kept; a certificate from another CA, or for another user,
+/// proves nothing.
+#[tokio::test]
+async fn etcd_adopts_an_unmarked_tenant_only_with_a_certificate_etcd_accepts_for_its_prefix() {
+    let (etcd, driver, ca) = etcd_with_driver("ds-etcd-legacy").await;
+    let name = name("legacy");
+    let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
+    root.run(&["user", "add", &name, "--no-password"]).unwrap();
+    root.run(&["role", "add", &name]).unwrap();
+    root.run(&[
+        "role",
+        "grant-permission",
+        &name,
+        "readwrite",
+        &format!("/{name}/"),
+        "--prefix",
+    ])
+    .unwrap();
+    root.run(&["user", "grant-role", &name, &name]).unwrap();
+    root.run(&["put", &format!("/{name}/kept"), "v"]).unwrap();
+    let kept = ca.client(&name, &[]).unwrap();
+
+    let stranger = TinyCa::new("stranger-ca").unwrap().client(&name, &[]).unwrap();
+    let other_user = ca.client("someone-else", &[]).unwrap();
+    for (what, cert) in [
+        ("no certificate", None),
+        ("another CA", Some(&stranger)),
+        ("another user", Some(&other_user)),
+    ] {
+        let mut tenant = tenant_named(&name).unwrap();
+        if let Some(cert) = cert {
+            tenant = tenant.with_client_certificate(cert.cert_pem.clone(), Secret::new(cert.key_pem.clone()));
+        }
+        let err = driver.provision(&tenant).await.unwrap_err();
+        assert_eq!(err.reason(), "DataStoreForeignObject", "{what}: {err}");
+    }
+    let tenant = tenant_named(&name)
+        .unwrap()
+        .with_client_certificate(kept.cert_pem.clone(), Secret::new(kept.key_pem.clone()));
+    driver.provision(&tenant).await.unwrap();
+    assert_eq!(
+        etcd.http()
+            .unwrap()
+            .get(marker_key("schema", &name).as_bytes())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(tenant.owner().marker().as_bytes())
+    );
+    assert_eq!(
+        root.run(&["get", &format!("/{name}/kept"), "--print-value-only"])
+            .unwrap(),
+        "v\n"
+    );
+    // Adopted: deprovisioning now removes it.
+    assert!(driver.deprovision(&tenant).await.unwrap().left_alone.is_empty());
+    assert!(
+        etcd_auth_state(&etcd, &name, &name)
+            .1
+            .unwrap_err()
+            .contains("user name not found")
+    );
+}
+
+/// MariaDB checks passwords: the kept password adopts the unmarked account and database, a wrong one
+/// does not.
+#[tokio::test]
+async fn mysql_adopts_an_unmarked_tenant_only_with_its_own_password() {
+    let driver = MySqlDriver::new(mysql_settings()).unwrap();
+    let mut admin = mysql_admin().await;
+    let name = name("legacy");
+    for statement in [
+        format!("create database `{name}`"),
+        format!("create user '{name}'@'%' identified by 'kept-password'"),
+        format!("grant select, insert, update, delete, create, alter, index on `{name}`.* to '{name}'@'%'"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+    let wrong = tenant_named(&name)
+        .unwrap()
+        .with_password(Secret::new("guessed".into()));
+    let err = driver.provision(&wrong).await.unwrap_err();
+    assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
+    let right = tenant_named(&name)
+        .unwrap()
+        .with_password(Secret::new("kept-password".into()));
+    let creds = sql_creds(driver.provision(&right).await.unwrap());
+    assert_eq!(creds.password.expose(), "kept-password");
+    let markers: Vec<String> =
+        sqlx::query_scalar("select marker from tenantplane.owners where name = ? order by kind")
+            .bind(&name)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(markers, vec![right.owner().marker(), right.owner().marker()]);
+    assert!(driver.deprovision(&right).await.unwrap().left_alone.is_empty());
+    assert!(!mysql_database_exists(&mut admin, &name).await);
+}
+
+/// PostgreSQL: the kept password adopts the unmarked role and its database (the local server trusts
+/// every login, so the refusal of a wrong password is the server's; without a password nothing is
+/// adopted).
+#[tokio::test]
+async fn postgres_adopts_an_unmarked_tenant_with_its_kept_password_and_not_without_one() {
+    let driver = PostgresDriver::new(pg_settings()).unwrap();
+    let mut admin = pg_admin().await;
+    let name = name("legacy");
+    for statement in [
+        format!("create role \"{name}\" login password 'kept-password'"),
+        format!("create database \"{name}\" owner \"{name}\""),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+    let err = driver.provision(&tenant_named(&name).unwrap()).await.unwrap_err();
+    assert_eq!(err.reason(), "DataStoreForeignObject", "{err}");
+    let kept = tenant_named(&name)
+        .unwrap()
+        .with_password(Secret::new("kept-password".into()));
+    driver.provision(&kept).await.unwrap();
+    let marker: Option<String> =
+        sqlx::query_scalar("select shobj_description(oid, 'pg_authid') from pg_roles where rolname = $1")
+            .bind(&name)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(marker, Some(kept.owner().marker()));
+    assert!(driver.deprovision(&kept).await.unwrap().left_alone.is_empty());
+    assert_eq!(pg_role(&mut admin, &name).await, None);
+}
