@@ -122,6 +122,9 @@ impl LocalPostgres {
                 // Statement counts for tests that assert how many SQL statements a request runs
                 // (`create extension pg_stat_statements` in the database that needs them).
                 .args(["-c", "shared_preload_libraries=pg_stat_statements"])
+                // Room for every (database, statement) of a whole test run: a full table evicts
+                // entries, and a statement count taken across an eviction comes out low.
+                .args(["-c", "pg_stat_statements.max=50000"])
                 .args(tls_args.iter())
                 .user(user.clone());
             let mut child = ChildProcess::spawn(&spec, &log)?;
