@@ -138,6 +138,10 @@ async fn an_idle_socket_with_a_live_subscription_closes_on_the_periodic_recheck(
         ws_next(&mut ws, Duration::from_secs(5)).await,
         Incoming::Closed(4403, "Forbidden: the token was revoked".into())
     );
+    eprintln!(
+        "the periodic re-check (0.5 s) closed the socket after {:?}",
+        started.elapsed()
+    );
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
@@ -162,6 +166,7 @@ async fn a_socket_closes_with_4403_when_its_token_expires() {
     subscribe(&mut ws, "1", &slug).await;
     let closed = ws_next(&mut ws, Duration::from_secs(10)).await;
     let elapsed = started.elapsed();
+    eprintln!("a socket whose token expired 2 s after it was set closed after {elapsed:?}");
     // The subscription itself ends at expiry too (`complete`); the connection closes right after.
     let closed = match closed {
         Incoming::Json(m) if m == json!({"type": "complete", "id": "1"}) => {
@@ -197,6 +202,10 @@ async fn an_announced_revocation_closes_an_idle_socket_at_once() {
     assert_eq!(
         ws_next(&mut ws, Duration::from_secs(5)).await,
         Incoming::Closed(4403, "Forbidden: the token was revoked".into())
+    );
+    eprintln!(
+        "an announced revocation closed the socket after {:?}",
+        started.elapsed()
     );
     assert!(
         started.elapsed() < Duration::from_secs(1),
