@@ -174,6 +174,34 @@ pub enum Claim {
     Unmarked,
 }
 
+impl Claim {
+    /// `Ok` for [`Claim::Ours`]; else the refusal: [`DatastoreError::NameTaken`] naming the owner, or
+    /// [`DatastoreError::ForeignObject`] saying that the `kind` (e.g. "database") exists unmarked.
+    pub(crate) fn accept(
+        self,
+        driver: DriverKind,
+        endpoint: &str,
+        (field, kind): (&'static str, &str),
+        name: &str,
+    ) -> Result<(), DatastoreError> {
+        match self {
+            Claim::Ours => Ok(()),
+            Claim::Other(owner) => Err(DatastoreError::NameTaken {
+                driver,
+                endpoint: endpoint.to_string(),
+                field,
+                name: name.to_string(),
+                owner: owner.tcp().to_string(),
+            }),
+            Claim::Unmarked => Err(DatastoreError::ForeignObject {
+                driver,
+                endpoint: endpoint.to_string(),
+                message: format!("{kind} {name:?} exists but was not created for this TenantControlPlane"),
+            }),
+        }
+    }
+}
+
 /// What deprovisioning left alone because it is not marked with the caller's UID.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Deprovisioned {

@@ -248,24 +248,8 @@ impl MySqlDriver {
     }
 
     fn refused(&self, field: &'static str, name: &str, claim: Claim) -> Result<(), DatastoreError> {
-        match claim {
-            Claim::Ours => Ok(()),
-            Claim::Other(owner) => Err(DatastoreError::NameTaken {
-                driver: KIND,
-                endpoint: self.settings.endpoint.clone(),
-                field,
-                name: name.to_string(),
-                owner: owner.tcp().to_string(),
-            }),
-            Claim::Unmarked => Err(DatastoreError::ForeignObject {
-                driver: KIND,
-                endpoint: self.settings.endpoint.clone(),
-                message: format!(
-                    "{} {name:?} exists but was not created for this TenantControlPlane",
-                    if field == "user" { "account" } else { "database" }
-                ),
-            }),
-        }
+        let kind = if field == "user" { "account" } else { "database" };
+        claim.accept(KIND, &self.settings.endpoint, (field, kind), name)
     }
 
     /// Claims `field` `name` for `owner`: a name in the registry must be the owner's; a name nobody

@@ -173,24 +173,8 @@ impl PostgresDriver {
     }
 
     fn refused(&self, field: &'static str, name: &str, claim: Claim) -> Result<(), DatastoreError> {
-        match claim {
-            Claim::Ours => Ok(()),
-            Claim::Other(owner) => Err(DatastoreError::NameTaken {
-                driver: KIND,
-                endpoint: self.settings.endpoint.clone(),
-                field,
-                name: name.to_string(),
-                owner: owner.tcp().to_string(),
-            }),
-            Claim::Unmarked => Err(DatastoreError::ForeignObject {
-                driver: KIND,
-                endpoint: self.settings.endpoint.clone(),
-                message: format!(
-                    "{} {name:?} exists but was not created for this TenantControlPlane",
-                    if field == "user" { "role" } else { "database" }
-                ),
-            }),
-        }
+        let kind = if field == "user" { "role" } else { "database" };
+        claim.accept(KIND, &self.settings.endpoint, (field, kind), name)
     }
 
     /// Whether the tenant already holds its role from before ownership markers: the password it kept
