@@ -193,8 +193,8 @@ pub struct Worker {
     metrics: WorkerMetrics,
     id: String,
     namespaces: Mutex<HashSet<String>>,
-    /// UIDs of foreign TCPs already logged as refused.
-    rejected: Mutex<HashSet<String>>,
+    /// UIDs of foreign TCPs already refused, with the reason.
+    rejected: Mutex<HashMap<String, &'static str>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -221,7 +221,7 @@ impl Worker {
             metrics,
             id,
             namespaces: Mutex::new(HashSet::new()),
-            rejected: Mutex::new(HashSet::new()),
+            rejected: Mutex::new(HashMap::new()),
         }
     }
 
@@ -334,6 +334,11 @@ impl Worker {
         let Some(seen) = status::observe(tcp) else {
             return Ok(false);
         };
+        // A TCP refused for its namespace or name stays foreign (both are immutable): no SQL for it again.
+        if let Some(reason) = self.known_foreign(&seen.uid) {
+            self.metrics.reject(reason);
+            return Ok(false);
+        }
         let verdict = store::outbox::write_tcp_status(
             &self.db,
             &self.settings.namespace_template,
@@ -356,7 +361,7 @@ impl Worker {
             store::outbox::StatusVerdict::Unchanged => Ok(false),
             store::outbox::StatusVerdict::Rejected(reason) => {
                 // Once per foreign TCP at warn: a hostile writer's every status patch must not flood the log.
-                if self.first_rejection(&seen.uid) {
+                if self.first_rejection(&seen.uid, reason) {
                     tracing::warn!(
                         tcp.namespace = %seen.namespace, tcp.name = %seen.name, control_plane = %seen.control_plane_id,
                         reason, "ignoring the status of a TCP that is not the control plane's own"
@@ -370,15 +375,24 @@ impl Worker {
         }
     }
 
-    /// Whether `uid` is refused for the first time (remembers at most 10,000 UIDs, then starts over).
-    fn first_rejection(&self, uid: &str) -> bool {
+    /// Whether `uid` is refused for the first time; remembers it with the reason (at most 10,000 UIDs,
+    /// then starts over).
+    fn first_rejection(&self, uid: &str, reason: &'static str) -> bool {
         let Ok(mut seen) = self.rejected.lock() else {
             return true;
         };
         if seen.len() >= 10_000 {
             seen.clear();
         }
-        seen.insert(uid.to_string())
+        seen.insert(uid.to_string(), reason).is_none()
+    }
+
+    /// The reason `uid` was refused, when it can never become the row's own (wrong namespace or name).
+    fn known_foreign(&self, uid: &str) -> Option<&'static str> {
+        let seen = self.rejected.lock().ok()?;
+        seen.get(uid)
+            .copied()
+            .filter(|r| matches!(*r, "namespace" | "name"))
     }
 
     /// A deleted TCP: if it was the pinned one of the row its labels name, clear the pin so the TCP made
