@@ -257,3 +257,30 @@ async fn revoke_token_makes_it_stop_working() {
     assert_eq!(after.status, StatusCode::UNAUTHORIZED);
     assert_eq!(after.body["detail"], "the token was revoked");
 }
+
+#[tokio::test]
+async fn inputs_the_cluster_cannot_satisfy_are_user_errors_naming_the_field() {
+    let app = spawn_app().await;
+    let slug = app.tenant("gq-unsat").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let got = create(
+        &app,
+        &member,
+        json!({"tenant": slug, "name": "1prod", "kubernetesVersion": "v1.33.2"}),
+    )
+    .await;
+    assert_eq!(got["controlPlane"], Value::Null);
+    assert_eq!(got["userErrors"][0]["field"], "name", "{got}");
+    assert_eq!(got["userErrors"][0]["code"], "INVALID");
+    let got = create(
+        &app,
+        &member,
+        json!({"tenant": slug, "name": "np", "kubernetesVersion": "v1.33.2", "serviceType": "NodePort"}),
+    )
+    .await;
+    assert_eq!(
+        got["userErrors"],
+        json!([{"field": "port", "code": "INVALID",
+                "message": "6443 is outside the cluster's NodePort range 30000-32767: a NodePort control plane serves on its node port, so pick a port in that range"}])
+    );
+}
