@@ -486,7 +486,11 @@ async fn deprovision_on(
         return Ok(());
     };
     let (_, driver) = fetch::driver(ctx, &ds).await?;
-    let outcome = driver.deprovision(space).await?;
+    let outcome = match driver.deprovision(space).await {
+        // A name the driver refuses was never provisioned: there is nothing to remove.
+        Err(crate::datastore::DatastoreError::InvalidName { .. }) => return Ok(()),
+        outcome => outcome?,
+    };
     ctx.owners.forget(name, space);
     if !outcome.left_alone.is_empty() {
         ctx.warn(
@@ -531,14 +535,22 @@ async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
         }
         None => {
             // Not recorded. If the config Secret exists, provisioning succeeded but the status write did
-            // not: clean what it would be. Otherwise nothing was ever provisioned (e.g. the DataStore was
-            // never ready), and deletion must not wait for a DataStore it never used.
+            // not: clean what it would be. A provisioning refused half-way (e.g. its user was taken)
+            // may have claimed a name of its own on a ready DataStore: clean that too (markers keep it to
+            // this UID's names). Otherwise nothing was ever provisioned (the DataStore was never ready),
+            // and deletion must not wait for a DataStore it never used.
             let namespace = tcp
                 .namespace()
                 .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+            let ready = |ds: &Option<crate::k8s::crd::DataStore>| {
+                ds.as_ref()
+                    .and_then(|d| d.status.as_ref())
+                    .is_some_and(|s| s.ready)
+            };
             if fetch::secret(ctx, &namespace, &build::config_secret_name(tcp))
                 .await?
                 .is_none()
+                && !ready(&fetch::datastore(ctx, &primary).await?)
             {
                 return Ok(());
             }

@@ -217,6 +217,69 @@ impl Backend {
         }
     }
 
+    /// What exists on the backend under `name` (schema, user, marker), as text; empty when nothing.
+    async fn traces(&self, name: &str) -> String {
+        match self {
+            Backend::Etcd(etcd) => {
+                let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();
+                let (role, user) = etcd_auth(etcd, name);
+                let mut found = root
+                    .run(&["get", "tenantplane.io/owner/", "--prefix", "--keys-only"])
+                    .unwrap()
+                    .lines()
+                    .filter(|k| k.ends_with(&format!("/{name}")))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                for (what, r) in [("role", role), ("user", user)] {
+                    if r.is_ok() {
+                        found.push_str(what);
+                    }
+                }
+                found
+            }
+            Backend::Postgres => {
+                let mut admin = PgConnection::connect(&support::postgres().admin_url())
+                    .await
+                    .unwrap();
+                let n: i64 = sqlx::query_scalar(
+                    "select (select count(*) from pg_roles where rolname = $1) + \
+                     (select count(*) from pg_database where datname = $1)",
+                )
+                .bind(name)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                if n == 0 {
+                    String::new()
+                } else {
+                    format!("{n} role(s)/database(s)")
+                }
+            }
+            Backend::MariaDb => {
+                let mut admin = MySqlConnection::connect(&support::mariadb().url_for("mysql"))
+                    .await
+                    .unwrap();
+                let n: i64 = sqlx::query_scalar(
+                    "select (select count(*) from tenantplane.owners where name = ?) + \
+                     (select count(*) from mysql.user where User = ?) + \
+                     (select count(*) from information_schema.schemata where schema_name = ?)",
+                )
+                .bind(name)
+                .bind(name)
+                .bind(name)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                if n == 0 {
+                    String::new()
+                } else {
+                    format!("{n} marker(s)/account(s)/database(s)")
+                }
+            }
+            Backend::Nats(_) => String::new(),
+        }
+    }
+
     /// Everything an attack could change about the unmarked `name`, as text.
     async fn snapshot(&self, name: &str) -> String {
         match self {
@@ -363,7 +426,7 @@ async fn claims(env: &Env, backend: &Backend, ds: &str, uid: &str) {
         ("thief-both", Some(uid), Some(uid)),
     ];
     for (thief, schema, user) in attacks {
-        tcp(env, thief, ds, schema, user).await;
+        let thief_uid = tcp(env, thief, ds, schema, user).await.uid().unwrap();
         refused(env, thief, "DataStoreNameTaken", &owner).await;
         env.delete_tcp_and_wait(thief).await;
         assert_eq!(
@@ -371,6 +434,8 @@ async fn claims(env: &Env, backend: &Backend, ds: &str, uid: &str) {
             "victims-datum",
             "after {thief}"
         );
+        // What the refused provisioning claimed of its own (its UID's names) is gone with it.
+        assert_eq!(backend.traces(&thief_uid).await, "", "{thief} left traces");
     }
 }
 
