@@ -639,6 +639,12 @@ pub async fn operation(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Resu
         .ok_or(ServiceError::NotFound("operation"))
 }
 
+/// Whether the control plane is Ready, or has been (an installed version is recorded): a control plane
+/// that is momentarily NotReady, Upgrading or Sleeping still hands out its kubeconfig.
+fn has_served(phase: &str, status: &serde_json::Value) -> bool {
+    phase == "Ready" || status.get("installedVersion").is_some_and(|v| v.is_string())
+}
+
 /// The admin kubeconfig Secret of a control plane, derived from its row (never from reported status).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeconfigSecret {
@@ -650,7 +656,7 @@ pub struct KubeconfigSecret {
     pub owner_uid: String,
 }
 
-/// Where the admin kubeconfig of a Ready control plane lives: the tenant's namespace and
+/// Where the admin kubeconfig of a control plane that has served lives: the tenant's namespace and
 /// `<name>-admin-kubeconfig`, owned by the control plane's pinned TCP.
 pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<KubeconfigSecret> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
@@ -660,7 +666,7 @@ pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str)
             "the control plane is {phase}, not Ready yet: its kubeconfig does not exist yet"
         ))
     };
-    if cp.phase != "Ready" {
+    if !has_served(&cp.phase, &cp.status) {
         return Err(not_ready(&cp.phase));
     }
     let owner_uid = store::outbox::tcp_uid(&ctx.db, tenant.id, cp.id)
@@ -671,4 +677,19 @@ pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str)
         name: format!("{}-admin-kubeconfig", cp.name),
         owner_uid,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_served;
+    use serde_json::json;
+
+    #[test]
+    fn a_control_plane_that_has_served_keeps_its_kubeconfig_while_momentarily_not_ready() {
+        assert!(has_served("Ready", &json!({})));
+        assert!(has_served("NotReady", &json!({"installedVersion": "v1.34.4"})));
+        assert!(has_served("Sleeping", &json!({"installedVersion": "v1.34.4"})));
+        assert!(!has_served("Provisioning", &json!({})));
+        assert!(!has_served("NotReady", &json!({"installedVersion": null})));
+    }
 }
