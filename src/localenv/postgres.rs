@@ -67,26 +67,9 @@ impl LocalPostgres {
             }
         }
         let ids = user.as_deref().and_then(user_ids);
-        let initdb = assets::system_program("initdb")?;
         let postgres = assets::system_program("postgres")?;
         let log = dir.join("postgres.log");
-        if !data.join("PG_VERSION").exists() {
-            let spec = Spec::new("initdb", initdb)
-                .args(["-D".as_ref(), data.as_os_str()])
-                .args([
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--no-sync",
-                    "--no-instructions",
-                ])
-                .user(user.clone());
-            run_to_completion(&spec, &dir.join("initdb.log"), Duration::from_secs(120))
-                .await
-                .context("initdb")?;
-        }
+        initdb(&dir, &data, user.clone()).await?;
 
         let tls_args = match tls {
             Some(tls) => write_tls(&data, tls.ca, ids)?,
@@ -198,6 +181,29 @@ impl LocalPostgres {
     pub fn pid(&self) -> u32 {
         self.child.pid()
     }
+}
+
+/// Runs `initdb` (as `user`) unless `data` already holds a cluster.
+async fn initdb(dir: &std::path::Path, data: &std::path::Path, user: Option<String>) -> Result<()> {
+    if data.join("PG_VERSION").exists() {
+        return Ok(());
+    }
+    let spec = Spec::new("initdb", assets::system_program("initdb")?)
+        .args(["-D".as_ref(), data.as_os_str()])
+        .args([
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        ])
+        .user(user);
+    run_to_completion(&spec, &dir.join("initdb.log"), Duration::from_secs(120))
+        .await
+        .context("initdb")?;
+    Ok(())
 }
 
 /// Writes the server certificate, its key and the client CA into `data`, and a `pg_hba.conf` that
