@@ -107,7 +107,13 @@ async fn a_patch_upgrade_restarts_the_pod_on_the_new_binary_and_reports_the_inst
     let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
     stack.ready(0, &id, "v1.34.3").await;
     let client = stack.tenant_client(0, &id).await;
-    assert_eq!(client.apiserver_version().await.unwrap().git_version, "v1.34.3");
+    assert_eq!(
+        super::connected(|| client.apiserver_version())
+            .await
+            .unwrap()
+            .git_version,
+        "v1.34.3"
+    );
     namespace_and_event(&client, "before-upgrade").await;
 
     let tenant = &stack.tenants[0];
@@ -124,7 +130,13 @@ async fn a_patch_upgrade_restarts_the_pod_on_the_new_binary_and_reports_the_inst
     let cp = stack.ready(0, &id, "v1.34.4").await;
     assert_eq!(cp["kubernetesVersion"], "v1.34.4");
     let client = stack.tenant_client(0, &id).await;
-    assert_eq!(client.apiserver_version().await.unwrap().git_version, "v1.34.4");
+    assert_eq!(
+        super::connected(|| client.apiserver_version())
+            .await
+            .unwrap()
+            .git_version,
+        "v1.34.4"
+    );
     assert!(namespaces(&client).await.contains("before-upgrade"));
     // Two pods over time (the v1.34.3 one stopped after the v1.34.4 one was ready), one running now.
     let logs = stack.runner.logs(&tenant.namespace, "prod");

@@ -453,10 +453,32 @@ fn tail(path: &std::path::Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// Runs a tenant-cluster call, again while it fails to connect (for up to 30 s): under a full test run's
+/// load a replica's readiness probe can fail for a moment, and the runner's Service proxy then has no
+/// ready backend, as a real Service would not either. API errors are returned at once.
+pub async fn connected<T, F, Fut>(call: F) -> Result<T, kube::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match call().await {
+            Err(kube::Error::Service(_) | kube::Error::HyperError(_))
+                if std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Namespace names of a tenant cluster.
 pub async fn namespaces(client: &kube::Client) -> BTreeSet<String> {
-    Api::<Namespace>::all(client.clone())
-        .list(&ListParams::default())
+    let api = Api::<Namespace>::all(client.clone());
+    let params = ListParams::default();
+    connected(|| api.list(&params))
         .await
         .unwrap()
         .items
@@ -465,23 +487,34 @@ pub async fn namespaces(client: &kube::Client) -> BTreeSet<String> {
         .collect()
 }
 
+/// Creates `object`; one that a retried call already created counts.
+async fn create_once<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let params = PostParams::default();
+    match connected(|| api.create(&params, object)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create failed: {e}"),
+    }
+}
+
 /// Creates namespace `name` and an Event in it in the tenant cluster.
 pub async fn namespace_and_event(client: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    create_once(&Api::<Namespace>::all(client.clone()), &ns).await;
     let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
         "metadata": {"name": "e2e-event", "namespace": name},
         "involvedObject": {"kind": "Namespace", "name": name, "namespace": name, "apiVersion": "v1"},
         "reason": "E2E", "message": "written by the e2e test", "type": "Normal",
     }))
     .unwrap();
-    Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), name)
-        .create(&PostParams::default(), &event)
-        .await
-        .unwrap();
+    create_once(
+        &Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), name),
+        &event,
+    )
+    .await;
 }
 
 /// Keys under `prefix` in an etcd (read directly through its gateway as root).
