@@ -57,6 +57,8 @@ pub struct MySqlDriver {
     host: String,
     port: u16,
     registry_ready: std::sync::atomic::AtomicBool,
+    /// `version()` of the server, read once (it decides the longest user name).
+    server_version: std::sync::OnceLock<String>,
 }
 
 /// Escapes `_`, `%` and `\` in a database name for `GRANT ... ON <pattern>.*`, where `_` and `%` are
@@ -111,6 +113,7 @@ impl MySqlDriver {
             host,
             port,
             registry_ready: std::sync::atomic::AtomicBool::new(false),
+            server_version: std::sync::OnceLock::new(),
         })
     }
 
@@ -313,10 +316,20 @@ impl MySqlDriver {
 
     /// Refuses a user name longer than the server takes (a permanent error, never a retry loop).
     async fn check_user_len(&self, conn: &mut MySqlConnection, user: &str) -> Result<(), DatastoreError> {
-        let version: String = sqlx::query_scalar("select version()")
-            .fetch_one(conn)
-            .await
-            .map_err(|e| self.error("read the server version", e, None))?;
+        // Every server takes 32 characters; only a longer name needs the server's own limit.
+        if user.chars().count() <= 32 {
+            return Ok(());
+        }
+        let version = match self.server_version.get() {
+            Some(version) => version.clone(),
+            None => {
+                let version: String = sqlx::query_scalar("select version()")
+                    .fetch_one(conn)
+                    .await
+                    .map_err(|e| self.error("read the server version", e, None))?;
+                self.server_version.get_or_init(|| version).clone()
+            }
+        };
         let max = max_user_len(&version);
         if user.chars().count() > max {
             return Err(DatastoreError::InvalidName {
