@@ -94,10 +94,7 @@ impl Backend {
                 let mut conn = PgConnection::connect(&sql_url(env, "postgres", tcp).await)
                     .await
                     .unwrap();
-                for statement in [
-                    "create table datum (v text)".to_string(),
-                    format!("insert into datum values ('{value}')"),
-                ] {
+                for statement in datum_statements(value) {
                     sqlx::query(sqlx::AssertSqlSafe(statement))
                         .execute(&mut conn)
                         .await
@@ -108,10 +105,7 @@ impl Backend {
                 let mut conn = MySqlConnection::connect(&sql_url(env, "mysql", tcp).await)
                     .await
                     .unwrap();
-                for statement in [
-                    "create table datum (v text)".to_string(),
-                    format!("insert into datum values ('{value}')"),
-                ] {
+                for statement in datum_statements(value) {
                     sqlx::query(sqlx::AssertSqlSafe(statement))
                         .execute(&mut conn)
                         .await
@@ -327,6 +321,14 @@ impl Backend {
             }
         }
     }
+}
+
+/// The SQL that stores the datum (the same on PostgreSQL and MySQL).
+fn datum_statements(value: &str) -> [String; 2] {
+    [
+        "create table datum (v text)".to_string(),
+        format!("insert into datum values ('{value}')"),
+    ]
 }
 
 async fn sql_datastore(env: &Env, driver: &str, endpoint: String, secret: &str) -> String {

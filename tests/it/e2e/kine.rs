@@ -65,6 +65,15 @@ async fn two_tenants_serve(stack: &Stack, pool: &str) -> [String; 2] {
     ]
 }
 
+/// Tenant `t`'s database holds its own namespace row only (the other tenant's is in the other database).
+fn assert_own_rows(rows: &[String], t: usize, schema: &str) {
+    assert_eq!(
+        rows,
+        [format!("/registry/namespaces/only-tenant-{t}")],
+        "database {schema}"
+    );
+}
+
 const ROWS: &str = "select name from kine where name like '/registry/namespaces/only-tenant-%' order by name";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -81,12 +90,7 @@ async fn postgres_through_kine_serves_two_tenants_each_in_its_own_database() {
         let url = format!("postgres://{user}:{password}@{endpoint}/{schema}");
         let mut db = PgConnection::connect(&url).await.unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
-        // Its own namespace only: the other tenant's rows are in the other database.
-        assert_eq!(
-            rows,
-            vec![format!("/registry/namespaces/only-tenant-{t}")],
-            "database {schema}"
-        );
+        assert_own_rows(&rows, t, schema);
     }
     stack.stop().await;
 }
@@ -105,11 +109,7 @@ async fn mariadb_through_kine_serves_two_tenants_each_in_its_own_database() {
             .await
             .unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
-        assert_eq!(
-            rows,
-            vec![format!("/registry/namespaces/only-tenant-{t}")],
-            "database {schema}"
-        );
+        assert_own_rows(&rows, t, schema);
     }
     stack.stop().await;
 }
@@ -185,11 +185,7 @@ async fn postgres_over_tls_with_client_certificates_serves_two_tenants_each_with
             .await
             .unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
-        assert_eq!(
-            rows,
-            vec![format!("/registry/namespaces/only-tenant-{t}")],
-            "database {schema}"
-        );
+        assert_own_rows(&rows, t, schema);
     }
     stack.stop().await;
 }
@@ -229,11 +225,7 @@ async fn mariadb_over_tls_serves_two_tenants_each_with_its_own_certificate_and_p
         own_certificate(&stack, t, schema, &admin.cert_pem).await;
         let mut db = MySqlConnection::connect(&my.socket_url(schema)).await.unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();
-        assert_eq!(
-            rows,
-            vec![format!("/registry/namespaces/only-tenant-{t}")],
-            "database {schema}"
-        );
+        assert_own_rows(&rows, t, schema);
     }
     stack.stop().await;
 }
