@@ -8,10 +8,15 @@ export SQLX_OFFLINE := true
 
 .PHONY: run test deps test-env fmt-check clippy openapi-check test-only generate
 
-## run: PostgreSQL, etcd, kube-apiserver and Tenantplane (serve, worker, controllers, pod-less runner);
-## prints the URLs, two tokens and a curl that creates a control plane; Ctrl-C stops everything.
+# What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
+# everything `make test` needs otherwise (see scripts/install-deps).
+DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
+
+## run: install what is missing (deps), then PostgreSQL, etcd, kube-apiserver and Tenantplane (serve,
+## worker, controllers, pod-less runner); prints the URLs, two tokens, a curl that creates a control
+## plane and a kubectl line for the management cluster; Ctrl-C stops everything.
 ## Only the control-plane binaries of the main version are needed (no extra versions).
-run:
+run: deps
 	TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build >/dev/null
 	$(CARGO) run --release -- dev up
 
@@ -20,7 +25,7 @@ test: deps test-env fmt-check clippy openapi-check test-only
 	scripts/check-leftovers
 
 deps:
-	scripts/install-deps
+	@scripts/install-deps $(DEPS_PROFILE)
 
 test-env:
 	scripts/test-env build
