@@ -207,18 +207,167 @@ fn upstream_alternative_datastore_sets_render_the_datastore_they_describe() {
         args.contains(&"--leader-election-namespace=kamaji-system"),
         "{args:?}"
     );
-    let env = container["env"].as_sequence().unwrap();
-    assert!(
-        env.iter()
-            .any(|e| e["name"] == "TENANTPLANE_DEFAULT_DATASTORE" && e["value"] == "default"),
-        "{env:?}"
-    );
+    assert_eq!(args.last(), Some(&"--default-datastore=default"), "{args:?}");
 
     // No etcd is deployed whatever kamaji-etcd.deploy says.
     assert!(
         !out.contains("kamaji-etcd"),
         "kamaji-etcd must be ignored, found it in:\n{out}"
     );
+}
+
+/// `helm template tp <chart> --namespace kamaji-system` with `extra` (`--set …` pairs); panics on failure.
+fn render(extra: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec!["template", "tp", chart.as_str(), "--namespace", "kamaji-system"];
+    args.extend(extra);
+    let (ok, out, err) = helm(&args);
+    assert!(ok, "helm template {extra:?} failed: {err}");
+    documents(&out)
+}
+
+/// The controller container's args and the names of its env variables.
+fn controller_args_and_env(docs: &[Value]) -> (Vec<String>, Vec<String>) {
+    let controller = docs
+        .iter()
+        .find(|d| kind_of(d) == "Deployment" && name_of(d) == "tp-tenantplane-controller")
+        .expect("controller Deployment");
+    let container = &controller["spec"]["template"]["spec"]["containers"][0];
+    let strings = |list: &Value, field: Option<&str>| -> Vec<String> {
+        list.as_sequence()
+            .unwrap()
+            .iter()
+            .map(|v| field.map_or(v, |f| &v[f]).as_str().unwrap().to_string())
+            .collect()
+    };
+    (
+        strings(&container["args"], None),
+        strings(&container["env"], Some("name")),
+    )
+}
+
+/// The controller's args with the default values, then `tail`.
+fn controller_args_with(tail: &[&str]) -> Vec<String> {
+    [
+        "controller",
+        "--leader-election=true",
+        "--leader-election-name=tp-tenantplane-controller",
+        "--leader-election-namespace=kamaji-system",
+        "--concurrency=4",
+        "--metrics-listen=0.0.0.0:8081",
+    ]
+    .iter()
+    .chain(tail)
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Names of the rendered DataStores.
+fn datastore_names(docs: &[Value]) -> Vec<&str> {
+    docs.iter()
+        .filter(|d| kind_of(d) == "DataStore")
+        .map(name_of)
+        .collect()
+}
+
+#[test]
+fn kamaji_default_datastore_name_and_datastore_name_override_set_the_controller_default() {
+    let with_upstream = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut args = sets(UPSTREAM_DATASTORE_SETS);
+        args.extend(sets(extra));
+        args
+    };
+    // (values, the DataStores rendered, the controller's default-DataStore flag)
+    let cases: [(Vec<&str>, Vec<&str>, Option<&str>); 6] = [
+        // Kamaji's defaultDatastoreName names an existing DataStore; the chart renders none (no endpoints).
+        (sets(&["defaultDatastoreName=gold"]), vec![], Some("gold")),
+        (
+            sets(&["datastore.enabled=false", "defaultDatastoreName=gold"]),
+            vec![],
+            Some("gold"),
+        ),
+        // Without either, datastore.name (default `default`) is the default while datastore.enabled.
+        (vec![], vec![], Some("default")),
+        (sets(&["datastore.enabled=false"]), vec![], None),
+        // Kamaji's datastore.nameOverride renames the DataStore the chart creates, which is the default.
+        (
+            with_upstream(&["datastore.nameOverride=silver"]),
+            vec!["silver"],
+            Some("silver"),
+        ),
+        // Both: the chart creates silver, and TenantControlPlanes without spec.dataStore get gold.
+        (
+            with_upstream(&["datastore.nameOverride=silver", "defaultDatastoreName=gold"]),
+            vec!["silver"],
+            Some("gold"),
+        ),
+    ];
+    for (values, datastores, default) in cases {
+        let docs = render(&values);
+        assert_eq!(datastore_names(&docs), datastores, "{values:?}");
+        let (args, env) = controller_args_and_env(&docs);
+        let flag = default.map(|d| format!("--default-datastore={d}"));
+        assert_eq!(
+            args,
+            controller_args_with(&flag.as_deref().into_iter().collect::<Vec<_>>()),
+            "{values:?}"
+        );
+        assert_eq!(
+            env,
+            [
+                "TENANTPLANE_LOG_FORMAT",
+                "RUST_LOG",
+                "POD_NAME",
+                "TENANTPLANE_IDENTITY"
+            ],
+            "{values:?}"
+        );
+    }
+    // The renamed DataStore is still the one upstream's --set lines describe.
+    let docs = render(&with_upstream(&["datastore.nameOverride=silver"]));
+    let ds = docs.iter().find(|d| kind_of(d) == "DataStore").unwrap();
+    let ds: DataStore = serde_yaml::from_value(ds.clone()).expect("a DataStore");
+    assert_eq!(ds.metadata.name.as_deref(), Some("silver"));
+    assert_upstream_datastore(&ds);
+}
+
+#[test]
+fn kamaji_default_datastore_values_of_a_wrong_type_or_no_dns_name_are_refused_by_the_schema() {
+    let chart = chart();
+    for (flag, set, error) in [
+        (
+            "--set",
+            "defaultDatastoreName=5",
+            "- at '/defaultDatastoreName': got number, want string",
+        ),
+        (
+            "--set-json",
+            r#"defaultDatastoreName=["gold"]"#,
+            "- at '/defaultDatastoreName': got array, want string",
+        ),
+        (
+            "--set",
+            "datastore.nameOverride=true",
+            "- at '/datastore/nameOverride': got boolean, want string",
+        ),
+        (
+            "--set",
+            "defaultDatastoreName=Gold_1",
+            "- at '/defaultDatastoreName': 'Gold_1' does not match pattern",
+        ),
+        (
+            "--set",
+            "datastore.nameOverride=silver.",
+            "- at '/datastore/nameOverride': 'silver.' does not match pattern",
+        ),
+    ] {
+        let (ok, out, err) = helm(&["template", "tp", &chart, flag, set]);
+        assert!(!ok, "{flag} {set} was accepted:\n{out}");
+        assert!(
+            err.contains("don't meet the specifications of the schema") && err.contains(error),
+            "{flag} {set}: expected {error:?} in:\n{err}"
+        );
+    }
 }
 
 #[test]

@@ -114,6 +114,20 @@ secretReference:
   keyPath: {{ required (printf "datastore secret %s needs a keyPath" .name) .keyPath | quote }}
 {{- end -}}
 
+{{/* The name of the DataStore rendered from datastore.*: datastore.nameOverride (upstream Kamaji's), else datastore.name. */}}
+{{- define "tenantplane.datastoreName" -}}
+{{- .Values.datastore.nameOverride | default .Values.datastore.name -}}
+{{- end -}}
+
+{{/* The controller's --default-datastore: defaultDatastoreName, else the chart's DataStore when datastore.enabled, else empty. */}}
+{{- define "tenantplane.defaultDatastore" -}}
+{{- if .Values.defaultDatastoreName -}}
+{{- .Values.defaultDatastoreName -}}
+{{- else if .Values.datastore.enabled -}}
+{{- include "tenantplane.datastoreName" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Pod-level scheduling and security settings of one component. */}}
 {{- define "tenantplane.podCommon" -}}
 {{- with .ctx.Values.imagePullSecrets }}
