@@ -313,9 +313,28 @@ impl DevStack {
         )
     }
 
-    /// What `make run` prints.
+    /// What `make run` prints. Its last line is `Scratch directory: …`.
     pub fn banner(&self) -> String {
         let u = &self.url;
+        // A path as one shell word: bare when it is plain, else single-quoted.
+        let word = |path: &std::path::Path| {
+            let s = path.display().to_string();
+            if !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c))
+            {
+                s
+            } else {
+                format!("'{}'", s.replace('\'', r"'\''"))
+            }
+        };
+        // The machine's kubectl, else the one `scripts/test-env` built into the asset directory.
+        let on_path = std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("kubectl").is_file()));
+        let kubectl = match localenv::assets::binary("kubectl") {
+            Ok(built) if !on_path => word(&built),
+            _ => "kubectl".to_string(),
+        };
         format!(
             "Tenantplane is running (Ctrl-C stops everything)\n\
              API:      {u}/api/v1   (OpenAPI: {u}/api/v1/openapi.json)\n\
@@ -325,12 +344,16 @@ impl DevStack {
              Demo tenant token ({DEMO_TENANT}, tenant-member): {}\n\
              Create a control plane:\n  {}\n\
              Watch it: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes -H 'authorization: Bearer {}'\n\
-             Its kubeconfig, once Ready: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}'\n",
+             Its kubeconfig, once Ready: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}'\n\
+             Management cluster (admin): KUBECONFIG={} {kubectl} get tcp -A\n\
+             Scratch directory: {} (removed on Ctrl-C)\n",
             self.admin_token,
             self.demo_token,
             self.create_command(),
             self.demo_token,
             self.demo_token,
+            word(self._kube.kubeconfig_path()),
+            self.dir.display(),
         )
     }
 
