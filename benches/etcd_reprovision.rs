@@ -21,9 +21,9 @@ use tenantplane::{
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
-        pki::TinyCa,
         process,
     },
+    pki::Ca,
 };
 
 /// Provisions in flight, as the controller's default concurrency.
@@ -59,7 +59,7 @@ async fn main() {
         .unwrap_or(1000);
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-etcd-reprovision").unwrap();
-    let ca = TinyCa::new("bench-ca").unwrap();
+    let ca = Ca::new("bench-ca").unwrap();
     let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions { tls_ca: Some(&ca) })
         .await
         .unwrap();

@@ -41,10 +41,10 @@ use tenantplane::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
         kube::{KubeOptions, LocalKube},
-        pki::TinyCa,
         ports,
         process::{self, ChildProcess, Spec},
     },
+    pki::Ca,
 };
 
 /// Namespace of the TenantControlPlanes the controller reconciles.
@@ -114,7 +114,7 @@ impl Stack {
         for ns in [NS, BARE_NS, WHOLE_NS] {
             namespace(&kube, ns).await;
         }
-        let ca = TinyCa::new("bench-ca").unwrap();
+        let ca = Ca::new("bench-ca").unwrap();
         let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
             .await
             .unwrap();

@@ -1,42 +1,8 @@
 //! Typed configuration from flags and environment variables (`TENANTPLANE_*`, `DATABASE_URL`).
 
-use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr};
+use std::{net::SocketAddr, path::PathBuf};
 
-/// A value that never shows in `Debug` or `Display` output (passwords, keys, URLs with credentials).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret<T>(T);
-
-impl<T> Secret<T> {
-    /// Wraps a secret value.
-    pub fn new(value: T) -> Self {
-        Self(value)
-    }
-
-    /// The secret value; call only where it is used, never to log it.
-    pub fn expose(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl<T> fmt::Display for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl FromStr for Secret<String> {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_string()))
-    }
-}
+pub use crate::secret::Secret;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
@@ -172,8 +138,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "TENANTPLANE_KINE_IMAGE", default_value = crate::controller::workload::DEFAULT_KINE_IMAGE)]
     pub kine_image: String,
     /// Key type of new tenant certificates and service-account keys (`ecdsa-p256` or `rsa-2048`).
-    #[arg(long, env = "TENANTPLANE_CERTIFICATE_KEY_ALGORITHM", value_enum, default_value_t = crate::controller::workload::KeyAlgorithm::EcdsaP256)]
-    pub certificate_key_algorithm: crate::controller::workload::KeyAlgorithm,
+    #[arg(long, env = "TENANTPLANE_CERTIFICATE_KEY_ALGORITHM", value_enum, default_value_t = crate::pki::KeyAlgorithm::EcdsaP256)]
+    pub certificate_key_algorithm: crate::pki::KeyAlgorithm,
     /// Run only while holding the leader Lease (turn off only for a single replica).
     #[arg(long, env = "TENANTPLANE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,

@@ -20,9 +20,9 @@ use crate::{
         self, assets,
         etcd::{EtcdOptions, LocalEtcd},
         kube::{KubeOptions, LocalKube},
-        pki::TinyCa,
         postgres::LocalPostgres,
     },
+    pki::Ca,
     runner::{Runner, RunnerSettings},
     service::{self, Ctx},
     store,
@@ -160,7 +160,7 @@ impl DevStack {
         localenv::kube::install_crds(&client, "tenantplane-dev").await?;
 
         step(p, "starting the etcd of the `default` DataStore pool");
-        let ca = TinyCa::new("tenantplane-dev-etcd-ca")?;
+        let ca = Ca::new("tenantplane-dev-etcd-ca")?;
         let datastore = LocalEtcd::start(dir.join("datastore"), EtcdOptions { tls_ca: Some(&ca) }).await?;
         register_datastore(&client, &db, &datastore).await?;
 

@@ -16,7 +16,6 @@ use kube::{Resource as _, ResourceExt as _};
 
 use super::{Error, MANAGED_BY_LABEL};
 use crate::{
-    config::Secret as Sealed,
     datastore::{
         AnyDriver, ClientTls, DatastoreError, DriverKind, Owner, SqlSettings, TenantCredentials, TenantSpace,
         etcd::{EtcdDriver, EtcdSettings},
@@ -28,7 +27,8 @@ use crate::{
         ContentRef, DataStore, DataStoreOverride, Driver, OverrideStorageStatus, SetupStatus, StorageStatus,
         TenantControlPlane,
     },
-    localenv::pki::{CertKey, TinyCa},
+    pki::{Ca, CertKey, KeyAlgorithm, PkiError},
+    secret::Secret as Sealed,
 };
 
 /// Condition types of a DataStore.
@@ -217,7 +217,8 @@ fn driver_kind(driver: Driver) -> DriverKind {
 }
 
 /// The driver for a resolved DataStore; validates the settings without connecting.
-pub fn driver(ds: &ResolvedDataStore) -> Result<AnyDriver, DatastoreError> {
+/// Tenant client certificates it mints get keys of `alg`.
+pub fn driver(ds: &ResolvedDataStore, alg: KeyAlgorithm) -> Result<AnyDriver, DatastoreError> {
     let kind = driver_kind(ds.driver);
     let client_tls = || {
         ds.tls.as_ref().map(|t| ClientTls {
@@ -245,7 +246,7 @@ pub fn driver(ds: &ResolvedDataStore) -> Result<AnyDriver, DatastoreError> {
                 .client
                 .clone()
                 .ok_or_else(|| invalid_config(kind, "etcd needs tlsConfig.clientCertificate"))?;
-            let settings = EtcdSettings::new(
+            let mut settings = EtcdSettings::new(
                 ds.endpoints.clone(),
                 CertKey {
                     cert_pem: tls.ca_cert.clone(),
@@ -254,6 +255,7 @@ pub fn driver(ds: &ResolvedDataStore) -> Result<AnyDriver, DatastoreError> {
                 cert,
                 key,
             );
+            settings.key_algorithm = alg;
             Ok(AnyDriver::Etcd(Box::new(EtcdDriver::new(settings)?)))
         }
         Driver::PostgreSQL | Driver::MySQL => {
@@ -689,6 +691,7 @@ pub fn certificate_secret(
     ds: &ResolvedDataStore,
     credentials: &TenantCredentials,
     cert: Option<(String, String)>,
+    alg: KeyAlgorithm,
 ) -> Result<Option<Secret>, Error> {
     let mut data = BTreeMap::new();
     match credentials {
@@ -707,7 +710,7 @@ pub fn certificate_secret(
             if let Some(ca_key) = &tls.ca_key {
                 let (cert, key) = match cert {
                     Some(kept) => kept,
-                    None => tenant_client_certificate(ds, &tls.ca_cert, ca_key, space.user())?,
+                    None => tenant_client_certificate(ds, &tls.ca_cert, ca_key, space.user(), alg)?,
                 };
                 data.insert("server.crt".to_string(), bytes(cert));
                 data.insert("server.key".to_string(), bytes(key));
@@ -728,18 +731,20 @@ fn tenant_client_certificate(
     ca_cert: &str,
     ca_key: &Sealed<String>,
     user: &str,
+    alg: KeyAlgorithm,
 ) -> Result<(String, String), Error> {
-    let invalid = |e: rcgen::Error| {
+    let invalid = |e: PkiError| {
         Error::Datastore(invalid_config(
             driver_kind(ds.driver),
             format!("cannot mint the tenant's client certificate with the DataStore's CA: {e}"),
         ))
     };
-    let ca = TinyCa::from_pem(CertKey {
+    let ca = Ca::from_pem(CertKey {
         cert_pem: ca_cert.to_string(),
         key_pem: ca_key.expose().clone(),
     })
-    .map_err(invalid)?;
+    .map_err(invalid)?
+    .with_key_algorithm(alg);
     let cert = ca
         .client_valid_for(user, &[], crate::datastore::etcd::DEFAULT_CERTIFICATE_VALIDITY)
         .map_err(invalid)?;
@@ -859,7 +864,7 @@ mod tests {
     use crate::{
         datastore::{EtcdCredentials, NatsCredentials, SqlCredentials},
         k8s::crd::TenantControlPlaneStatus,
-        localenv::pki::TinyCa,
+        pki::{Ca, KeyAlgorithm},
     };
 
     fn tcp(ns: &str, name: &str, uid: &str) -> TenantControlPlane {
@@ -1077,7 +1082,7 @@ mod tests {
     #[test]
     fn etcd_certificate_secret_is_kept_while_it_fits_and_replaced_when_the_ca_changes() {
         let t = tcp("ns", "cp", "uid-1");
-        let ca = TinyCa::new("ca").unwrap();
+        let ca = Ca::new("ca").unwrap();
         let client = ca.client("uid-1", &["system:masters"]).unwrap();
         let creds = TenantCredentials::Etcd(EtcdCredentials {
             user: "uid-1".into(),
@@ -1088,7 +1093,7 @@ mod tests {
         });
         let ds = resolved("p", Driver::Etcd, Some(&ca.ca.cert_pem));
         let space = TenantSpace::from_owner(Owner::new("uid-1", "ns", "cp").unwrap()).unwrap();
-        let secret = certificate_secret(&t, &space, &ds, &creds, None)
+        let secret = certificate_secret(&t, &space, &ds, &creds, None, KeyAlgorithm::EcdsaP256)
             .unwrap()
             .unwrap();
         let keys: Vec<_> = secret.data.as_ref().unwrap().keys().cloned().collect();
@@ -1096,7 +1101,7 @@ mod tests {
         let kept = reusable_certificate(Some(&secret), &ca.ca.cert_pem, "uid-1").unwrap();
         assert_eq!(kept.0, client.cert_pem);
         assert!(reusable_certificate(Some(&secret), &ca.ca.cert_pem, "other").is_none());
-        let other = TinyCa::new("other").unwrap();
+        let other = Ca::new("other").unwrap();
         assert!(reusable_certificate(Some(&secret), &other.ca.cert_pem, "uid-1").is_none());
         // SQL without TLS: no certificate Secret.
         let sql = TenantCredentials::Sql(SqlCredentials {
@@ -1106,9 +1111,16 @@ mod tests {
             endpoint: "e:1".into(),
         });
         assert!(
-            certificate_secret(&t, &space, &resolved("pg", Driver::PostgreSQL, None), &sql, None)
-                .unwrap()
-                .is_none()
+            certificate_secret(
+                &t,
+                &space,
+                &resolved("pg", Driver::PostgreSQL, None),
+                &sql,
+                None,
+                KeyAlgorithm::EcdsaP256
+            )
+            .unwrap()
+            .is_none()
         );
     }
 
@@ -1116,7 +1128,7 @@ mod tests {
     fn a_sql_tenant_gets_its_own_client_certificate_never_the_datastores() {
         let t = tcp("ns", "cp", "uid-1");
         let space = TenantSpace::from_owner(Owner::new("uid-1", "ns", "cp").unwrap()).unwrap();
-        let ca = TinyCa::new("sql-ca").unwrap();
+        let ca = Ca::new("sql-ca").unwrap();
         let admin = ca.client("postgres", &[]).unwrap();
         let mut ds = resolved("pg", Driver::PostgreSQL, Some(&ca.ca.cert_pem));
         ds.tls.as_mut().unwrap().client = Some((admin.cert_pem.clone(), Sealed::new(admin.key_pem.clone())));
@@ -1136,14 +1148,20 @@ mod tests {
                 .collect()
         };
         // Without the CA key: the CA certificate only.
-        let secret = certificate_secret(&t, &space, &ds, &sql, None).unwrap().unwrap();
+        let secret = certificate_secret(&t, &space, &ds, &sql, None, KeyAlgorithm::EcdsaP256)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             text(&secret),
             BTreeMap::from([("ca.crt".to_string(), ca.ca.cert_pem.clone())])
         );
         // With it: a certificate for the tenant user, signed by the CA; the DataStore's pair is absent.
         ds.tls.as_mut().unwrap().ca_key = Some(Sealed::new(ca.ca.key_pem.clone()));
-        let data = text(&certificate_secret(&t, &space, &ds, &sql, None).unwrap().unwrap());
+        let data = text(
+            &certificate_secret(&t, &space, &ds, &sql, None, KeyAlgorithm::EcdsaP256)
+                .unwrap()
+                .unwrap(),
+        );
         assert_eq!(
             data.keys().collect::<Vec<_>>(),
             ["ca.crt", "server.crt", "server.key"]

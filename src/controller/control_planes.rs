@@ -296,7 +296,7 @@ async fn provision(
         .ca_cert()
         .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user))
     {
-        space = space.with_client_certificate(cert, crate::config::Secret::new(key));
+        space = space.with_client_certificate(cert, crate::secret::Secret::new(key));
     }
     // `skip` implies the config Secret exists (its version was compared).
     let config_exists = existing_config.is_some();
@@ -312,8 +312,14 @@ async fn provision(
                 .ca_cert()
                 .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user));
             let config = build::config_secret(tcp, &space, &credentials)?;
-            let certificate =
-                build::certificate_secret(tcp, &space, &primary, &credentials, keep_certificate)?;
+            let certificate = build::certificate_secret(
+                tcp,
+                &space,
+                &primary,
+                &credentials,
+                keep_certificate,
+                ctx.settings.workload.key_algorithm,
+            )?;
             let (config, certificate) =
                 futures_util::future::try_join(apply::write_secret(ctx, &config, config_exists), async {
                     match &certificate {

@@ -13,9 +13,9 @@ use super::{
     cache::{Lookup, ResolvedEntry},
 };
 use crate::{
-    config::Secret as Sealed,
     datastore::AnyDriver,
     k8s::crd::{ContentRef, DataStore, TenantControlPlane},
+    secret::Secret as Sealed,
 };
 
 /// Every TenantControlPlane in scope.
@@ -232,7 +232,7 @@ pub async fn driver(ctx: &Context, ds: &DataStore) -> Result<(ResolvedDataStore,
         Some(entry) => entry.resolved,
         None => resolve_live(ctx, ds).await?,
     };
-    let driver = Arc::new(build::driver(&resolved)?);
+    let driver = Arc::new(build::driver(&resolved, ctx.settings.workload.key_algorithm)?);
     let entry = ResolvedEntry {
         resolved: resolved.clone(),
         driver: Some(driver.clone()),

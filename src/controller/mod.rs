@@ -47,8 +47,7 @@ use crate::{
     k8s::crd::{DataStore, TenantControlPlane},
 };
 
-/// Field manager of every object the controllers apply.
-pub const FIELD_MANAGER: &str = "tenantplane";
+pub use crate::k8s::FIELD_MANAGER;
 /// Finalizer on a DataStore while TenantControlPlanes use it (upstream's name).
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
 /// Finalizer on a TenantControlPlane until its datastore spaces are removed (upstream's name).
@@ -62,7 +61,7 @@ pub const TCP_DEBOUNCE: Duration = Duration::from_millis(500);
 /// (A debounce would starve it instead: it keeps delaying while the tenants keep changing.)
 pub const DATASTORE_STATUS_INTERVAL: Duration = Duration::from_secs(1);
 /// Label on the Secrets the controller owns.
-pub const MANAGED_BY_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "tenantplane");
+pub const MANAGED_BY_LABEL: (&str, &str) = (crate::k8s::LABEL_MANAGED_BY, crate::k8s::MANAGED_BY);
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]

@@ -17,10 +17,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 use kube::ResourceExt as _;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+use rcgen::KeyPair;
 use serde_json::json;
 
 use super::{
@@ -30,6 +27,7 @@ use super::{
 use crate::k8s::crd::{
     DeploymentStatusSummary, Driver, KubernetesVersionState, ServiceType, TenantControlPlane,
 };
+use crate::pki::{Ca, CertKey, Usage, Validity};
 
 /// Annotation that asks for a Secret's material to be regenerated (upstream's name).
 pub const ROTATE_ANNOTATION: &str = "certs.kamaji.clastix.io/rotate";
@@ -115,45 +113,15 @@ fn invalid(reason: &'static str, message: impl Into<String>) -> Error {
     }
 }
 
-/// The key type of every generated certificate and of the service-account key pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum KeyAlgorithm {
-    /// ECDSA on P-256 (fast; the default).
-    #[default]
-    EcdsaP256,
-    /// RSA 2048 (for consumers that accept only RSA, like kubeadm's default).
-    Rsa2048,
-}
+pub use crate::pki::KeyAlgorithm;
 
 /// A new private key of `alg`.
 pub fn new_key(alg: KeyAlgorithm) -> Result<KeyPair, Error> {
-    match alg {
-        KeyAlgorithm::EcdsaP256 => KeyPair::generate().map_err(pki_err),
-        KeyAlgorithm::Rsa2048 => {
-            use rsa::pkcs8::EncodePrivateKey as _;
-            let failed = |e: String| {
-                invalid(
-                    "CertificateGenerationFailed",
-                    format!("generating an RSA key failed: {e}"),
-                )
-            };
-            let key =
-                rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).map_err(|e| failed(e.to_string()))?;
-            let der = key.to_pkcs8_der().map_err(|e| failed(e.to_string()))?;
-            KeyPair::from_pkcs8_der_and_sign_algo(
-                &rustls::pki_types::PrivatePkcs8KeyDer::from(der.as_bytes()),
-                &rcgen::PKCS_RSA_SHA256,
-            )
-            .map_err(pki_err)
-        }
-    }
+    crate::pki::new_key(alg).map_err(pki_err)
 }
 
-fn pki_err(e: rcgen::Error) -> Error {
-    invalid(
-        "CertificateGenerationFailed",
-        format!("generating a certificate failed: {e}"),
-    )
+fn pki_err(e: crate::pki::PkiError) -> Error {
+    invalid("CertificateGenerationFailed", e.to_string())
 }
 
 fn sha(parts: &[&str]) -> String {
@@ -396,29 +364,10 @@ struct Material {
     not_after: i64,
 }
 
-fn validity(params: &mut CertificateParams, now: i64, days: i64) -> Result<i64, Error> {
-    let start = time::OffsetDateTime::from_unix_timestamp(now - 300)
-        .map_err(|e| invalid("CertificateGenerationFailed", e.to_string()))?;
-    let end = now + days * DAY;
-    params.not_before = start;
-    params.not_after = time::OffsetDateTime::from_unix_timestamp(end)
-        .map_err(|e| invalid("CertificateGenerationFailed", e.to_string()))?;
-    Ok(end)
-}
-
 fn new_ca(cn: &str, now: i64, alg: KeyAlgorithm) -> Result<(String, String, i64), Error> {
-    let key = new_key(alg)?;
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err)?;
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::CrlSign,
-    ];
-    let not_after = validity(&mut params, now, 3650)?;
-    let cert = params.self_signed(&key).map_err(pki_err)?;
-    Ok((cert.pem(), key.serialize_pem(), not_after))
+    let validity = Validity::days(now, 3650);
+    let ca = Ca::generate(cn, alg, validity).map_err(pki_err)?;
+    Ok((ca.ca.cert_pem, ca.ca.key_pem, validity.not_after()))
 }
 
 fn leaf(
@@ -429,36 +378,19 @@ fn leaf(
     now: i64,
     alg: KeyAlgorithm,
 ) -> Result<(String, String, i64), Error> {
-    let issuer =
-        Issuer::from_ca_cert_pem(ca.0, KeyPair::from_pem(ca.1).map_err(pki_err)?).map_err(pki_err)?;
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err)?;
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    for g in groups {
-        params.distinguished_name.push(DnType::OrganizationName, *g);
-    }
-    params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = match sans {
-        Some((dns, ips)) => {
-            for d in dns {
-                params
-                    .subject_alt_names
-                    .push(SanType::DnsName(d.clone().try_into().map_err(pki_err)?));
-            }
-            params
-                .subject_alt_names
-                .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
-            vec![ExtendedKeyUsagePurpose::ServerAuth]
-        }
-        None => vec![ExtendedKeyUsagePurpose::ClientAuth],
+    let issuer = Ca::from_pem(CertKey {
+        cert_pem: ca.0.to_string(),
+        key_pem: ca.1.to_string(),
+    })
+    .map_err(pki_err)?
+    .with_key_algorithm(alg);
+    let usage = match sans {
+        Some((dns, ips)) => Usage::Server { dns, ips },
+        None => Usage::Client,
     };
-    let not_after = validity(&mut params, now, 365)?;
-    let key = new_key(alg)?;
-    let cert = params.signed_by(&key, &issuer).map_err(pki_err)?;
-    Ok((cert.pem(), key.serialize_pem(), not_after))
+    let validity = Validity::days(now, 365);
+    let cert = issuer.issue(cn, groups, usage, Some(validity)).map_err(pki_err)?;
+    Ok((cert.cert_pem, cert.key_pem, validity.not_after()))
 }
 
 /// A kubeconfig for `user` (a client certificate signed by the cluster CA) against `server`.

@@ -27,8 +27,8 @@ use super::{
     TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
 use crate::{
-    config::Secret,
-    localenv::pki::{CertKey, TinyCa},
+    pki::{Ca, CertKey, KeyAlgorithm},
+    secret::Secret,
 };
 
 const KIND: DriverKind = DriverKind::Etcd;
@@ -53,6 +53,8 @@ pub struct EtcdSettings {
     pub timeout: Duration,
     /// Validity of minted tenant certificates.
     pub certificate_validity: Duration,
+    /// The key type of minted tenant certificates.
+    pub key_algorithm: KeyAlgorithm,
 }
 
 impl EtcdSettings {
@@ -71,6 +73,7 @@ impl EtcdSettings {
             client_key_pem,
             timeout: DEFAULT_TIMEOUT,
             certificate_validity: DEFAULT_CERTIFICATE_VALIDITY,
+            key_algorithm: KeyAlgorithm::default(),
         }
     }
 }
@@ -85,6 +88,7 @@ impl fmt::Debug for EtcdSettings {
             .field("client_key_pem", &self.client_key_pem)
             .field("timeout", &self.timeout)
             .field("certificate_validity", &self.certificate_validity)
+            .field("key_algorithm", &self.key_algorithm)
             .finish()
     }
 }
@@ -93,7 +97,7 @@ impl fmt::Debug for EtcdSettings {
 /// request on, and drops it after a transient failure.
 pub struct EtcdDriver {
     settings: EtcdSettings,
-    ca: TinyCa,
+    ca: Ca,
     urls: Vec<String>,
     endpoint_label: String,
     client: std::sync::Mutex<Option<Client>>,
@@ -120,7 +124,14 @@ pub fn marker_key(field: &str, name: &str) -> String {
 
 /// The end of the key range that starts with `prefix` (etcd's `range_end`).
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    crate::localenv::etcd::prefix_end(prefix)
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
 }
 
 impl EtcdDriver {
@@ -137,11 +148,12 @@ impl EtcdDriver {
             split_host_port(KIND, endpoint)?;
         }
         ensure_key_matches_certificate(&settings.ca_cert_pem, settings.ca_key_pem.expose())?;
-        let ca = TinyCa::from_pem(CertKey {
+        let ca = Ca::from_pem(CertKey {
             cert_pem: settings.ca_cert_pem.clone(),
             key_pem: settings.ca_key_pem.expose().clone(),
         })
-        .map_err(|e| invalid(format!("cannot sign with the CA certificate and key: {e}")))?;
+        .map_err(|e| invalid(format!("cannot sign with the CA certificate and key: {e}")))?
+        .with_key_algorithm(settings.key_algorithm);
         let urls = settings
             .endpoints
             .iter()
@@ -747,14 +759,17 @@ mod tests {
     fn prefix_has_a_trailing_slash_and_its_end_excludes_longer_names() {
         assert_eq!(prefix("cp-a"), "/cp-a/");
         assert_eq!(prefix_end(prefix("cp-a").as_bytes()), b"/cp-a0".to_vec());
+        assert_eq!(prefix_end(b"/abc/"), b"/abc0".to_vec());
+        assert_eq!(prefix_end(&[b'a', 0xff]), b"b".to_vec());
+        assert_eq!(prefix_end(&[0xff]), vec![0]);
         // "/cp-aa/x" sorts after "/cp-a0"? No: 'a' > '0', so it is outside [/cp-a/, /cp-a0).
         assert!(b"/cp-aa/x".as_slice() >= b"/cp-a0".as_slice());
     }
 
     #[test]
     fn a_ca_key_from_another_ca_is_refused() {
-        let ca = TinyCa::new("ca-one").unwrap();
-        let other = TinyCa::new("ca-two").unwrap();
+        let ca = Ca::new("ca-one").unwrap();
+        let other = Ca::new("ca-two").unwrap();
         ensure_key_matches_certificate(&ca.ca.cert_pem, &ca.ca.key_pem).unwrap();
         let err = ensure_key_matches_certificate(&ca.ca.cert_pem, &other.ca.key_pem).unwrap_err();
         assert_eq!(err.reason(), "DataStoreInvalidConfig");

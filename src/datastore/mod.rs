@@ -27,7 +27,7 @@ mod sql;
 
 use std::{fmt, future::Future, time::Duration};
 
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// Default time allowed to connect and for each request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -32,7 +32,7 @@ use super::{
     Claim, ClientTls, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, NatsCredentials,
     Owner, TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
-use crate::config::Secret;
+use crate::secret::Secret;
 
 const KIND: DriverKind = DriverKind::Nats;
 

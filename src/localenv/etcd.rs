@@ -7,12 +7,11 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::{
-    IoContext, LocalEnvError, Result, assets,
-    pki::{CertKey, TinyCa},
-    ports,
+    IoContext, LocalEnvError, Result, assets, ports,
     process::{ChildProcess, Spec},
     wait_until,
 };
+use crate::pki::{Ca, CertKey};
 
 /// TLS material of a TLS-enabled etcd.
 #[derive(Debug, Clone)]
@@ -49,7 +48,7 @@ pub struct LocalEtcd {
 pub struct EtcdOptions<'a> {
     /// Serve TLS with client-certificate auth and enable etcd auth with a `root` user, signed by this CA
     /// (pass the same CA to several etcds so that they share one).
-    pub tls_ca: Option<&'a TinyCa>,
+    pub tls_ca: Option<&'a Ca>,
 }
 
 impl LocalEtcd {
@@ -170,7 +169,7 @@ impl LocalEtcd {
             vec![self.endpoint()],
             tls.ca.clone(),
             tls.root_client.cert_pem.clone(),
-            crate::config::Secret::new(tls.root_client.key_pem.clone()),
+            crate::secret::Secret::new(tls.root_client.key_pem.clone()),
         ))
     }
 
@@ -270,7 +269,7 @@ impl Etcdctl {
 pub struct EtcdHttp {
     base: String,
     http: reqwest::Client,
-    credentials: Option<(String, crate::config::Secret<String>)>,
+    credentials: Option<(String, crate::secret::Secret<String>)>,
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -282,18 +281,6 @@ fn unb64(value: &Value) -> Vec<u8> {
         .as_str()
         .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
         .unwrap_or_default()
-}
-
-/// The smallest key greater than every key that starts with `prefix` (etcd's `range_end`).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
 }
 
 impl EtcdHttp {
@@ -321,7 +308,7 @@ impl EtcdHttp {
 
     /// Authenticates every request with a token for `user`/`password` (`/v3/auth/authenticate`).
     pub fn with_password(mut self, user: &str, password: &str) -> Self {
-        self.credentials = Some((user.to_string(), crate::config::Secret::new(password.to_string())));
+        self.credentials = Some((user.to_string(), crate::secret::Secret::new(password.to_string())));
         self
     }
 
@@ -421,7 +408,7 @@ impl EtcdHttp {
 
     /// Every key and value under `prefix`, sorted by key.
     pub async fn range_prefix(&self, prefix: &[u8]) -> std::result::Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
-        let body = json!({"key": b64(prefix), "range_end": b64(&prefix_end(prefix))});
+        let body = json!({"key": b64(prefix), "range_end": b64(&crate::datastore::etcd::prefix_end(prefix))});
         let value = self.post("/v3/kv/range", body).await?;
         Ok(value["kvs"]
             .as_array()
@@ -431,17 +418,5 @@ impl EtcdHttp {
                     .collect()
             })
             .unwrap_or_default())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn prefix_end_increments_the_last_byte() {
-        assert_eq!(prefix_end(b"/abc/"), b"/abc0".to_vec());
-        assert_eq!(prefix_end(&[b'a', 0xff]), b"b".to_vec());
-        assert_eq!(prefix_end(&[0xff]), vec![0]);
     }
 }

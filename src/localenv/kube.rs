@@ -9,12 +9,11 @@ use std::{
 use base64::Engine as _;
 
 use super::{
-    IoContext, LocalEnvError, Result, assets,
-    pki::{CertKey, TinyCa, key_pair_pem},
-    ports,
+    IoContext, LocalEnvError, Result, assets, ports,
     process::{ChildProcess, Spec},
     wait_until,
 };
+use crate::pki::{Ca, CertKey, key_pair_pem};
 
 /// The controllers the test controller-manager runs: garbage collection, namespace deletion and
 /// service accounts. Deployment and ReplicaSet controllers stay off, so that Deployment status is
@@ -75,7 +74,7 @@ impl LocalKube {
     pub async fn start(dir: PathBuf, options: KubeOptions) -> Result<Self> {
         let apiserver_bin = assets::binary("kube-apiserver")?;
         std::fs::create_dir_all(&dir).context("create the kube-apiserver dir")?;
-        let ca = TinyCa::new("tenantplane-test-ca")?;
+        let ca = Ca::new("tenantplane-test-ca")?;
         let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
         let serving = ca.server(
             "kube-apiserver",
@@ -83,7 +82,7 @@ impl LocalKube {
             &[loopback, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))],
         )?;
         let admin = ca.client("admin", &["system:masters"])?;
-        let (sa_key, sa_pub) = key_pair_pem()?;
+        let (sa_key, sa_pub) = key_pair_pem(crate::pki::KeyAlgorithm::EcdsaP256)?;
         let write = |name: &str, body: &str| -> Result<PathBuf> {
             let path = dir.join(name);
             std::fs::write(&path, body).context(format!("write {}", path.display()))?;

@@ -30,7 +30,7 @@ FLUSH PRIVILEGES;
 #[derive(Debug, Clone, Copy)]
 pub struct MariaDbTls<'a> {
     /// Signs the server certificate (SAN 127.0.0.1, localhost) and client certificates.
-    pub ca: &'a super::pki::TinyCa,
+    pub ca: &'a crate::pki::Ca,
     /// The password of [`TLS_ADMIN`].
     pub password: &'a str,
 }
@@ -166,7 +166,7 @@ impl LocalMariaDb {
 }
 
 /// Writes the server certificate, its key and the CA into `dir`; returns the server's TLS flags.
-fn write_tls(dir: &std::path::Path, ca: &super::pki::TinyCa) -> Result<Vec<String>> {
+fn write_tls(dir: &std::path::Path, ca: &crate::pki::Ca) -> Result<Vec<String>> {
     let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
     let server = ca
         .server("mariadb", &["localhost"], &[loopback])

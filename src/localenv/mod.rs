@@ -10,7 +10,6 @@ pub mod kine;
 pub mod kube;
 pub mod mariadb;
 pub mod nats;
-pub mod pki;
 pub mod ports;
 pub mod postgres;
 pub mod process;
@@ -55,7 +54,7 @@ pub enum LocalEnvError {
     MissingBinary(String),
     /// Certificate generation failed.
     #[error("certificate generation failed: {0}")]
-    Pki(#[from] rcgen::Error),
+    Pki(#[from] crate::pki::PkiError),
     /// Anything else, with a message.
     #[error("{0}")]
     Other(String),

@@ -24,7 +24,7 @@ pub struct LocalPostgres {
 #[derive(Debug, Clone, Copy)]
 pub struct PgTls<'a> {
     /// Signs the server certificate (SAN 127.0.0.1, localhost) and is the only client CA.
-    pub ca: &'a super::pki::TinyCa,
+    pub ca: &'a crate::pki::Ca,
     /// The password set for `postgres`.
     pub password: &'a str,
 }
@@ -209,11 +209,7 @@ async fn initdb(dir: &std::path::Path, data: &std::path::Path, user: Option<Stri
 /// Writes the server certificate, its key and the client CA into `data`, and a `pg_hba.conf` that
 /// trusts the unix socket and wants TLS, a client certificate (CN = user) and a password on TCP.
 /// Returns the server flags that turn TLS on.
-fn write_tls(
-    data: &std::path::Path,
-    ca: &super::pki::TinyCa,
-    ids: Option<(u32, u32)>,
-) -> Result<Vec<String>> {
+fn write_tls(data: &std::path::Path, ca: &crate::pki::Ca, ids: Option<(u32, u32)>) -> Result<Vec<String>> {
     use std::os::unix::fs::PermissionsExt as _;
     let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
     let server = ca

@@ -18,22 +18,16 @@ use crate::{
     store::control_planes::ControlPlaneRow,
 };
 
-/// Field manager of every server-side apply the worker makes.
-pub const FIELD_MANAGER: &str = "tenantplane";
+pub use crate::k8s::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY, SELECTOR};
+
 /// Label: the owning tenant's id.
 pub const LABEL_TENANT: &str = "tenantplane.io/tenant";
 /// Label: the control plane's id.
 pub const LABEL_CONTROL_PLANE: &str = "tenantplane.io/control-plane-id";
-/// Label: who manages the object (`tenantplane`); the status watcher selects on it.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// The value of [`LABEL_MANAGED_BY`].
-pub const MANAGED_BY: &str = "tenantplane";
 /// Annotation: which tenant owns the object, `tenant/<slug>`.
 pub const ANNOTATION_OWNER: &str = "tenantplane.io/owner";
 /// Annotation: the row generation the object was rendered from.
 pub const ANNOTATION_GENERATION: &str = "tenantplane.io/generation";
-/// The label selector of every object the worker manages.
-pub const SELECTOR: &str = "app.kubernetes.io/managed-by=tenantplane";
 /// Default namespace template; `{tenant}` is replaced with the tenant slug.
 pub const DEFAULT_NAMESPACE_TEMPLATE: &str = "tp-{tenant}";
 

@@ -34,9 +34,9 @@ use tenantplane::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
         nats::LocalNats,
-        pki::{CertKey, TinyCa},
         ports,
     },
+    pki::{Ca, CertKey, KeyAlgorithm},
 };
 
 use crate::support::{self, eventually};
@@ -64,6 +64,11 @@ pub(crate) async fn env(prefix: &str) -> Env {
 
 /// A controller whose TenantControlPlanes without `spec.dataStore` get `default`.
 async fn env_with_default(prefix: &str, default: Option<String>) -> Env {
+    env_with(prefix, default, KeyAlgorithm::default()).await
+}
+
+/// The same, with every certificate the controller mints of key type `alg`.
+async fn env_with(prefix: &str, default: Option<String>, alg: KeyAlgorithm) -> Env {
     support::crds_installed();
     let client = support::client().await;
     let ns = support::namespace(&client, prefix).await;
@@ -72,6 +77,7 @@ async fn env_with_default(prefix: &str, default: Option<String>) -> Env {
     settings.datastore_selector = Some(format!("{LABEL}={ns}"));
     settings.concurrency = 2;
     settings.default_datastore = default;
+    settings.workload.key_algorithm = alg;
     let metrics = Arc::new(Metrics::default());
     let task = tokio::spawn({
         let client = client.clone();
@@ -286,7 +292,7 @@ fn keys(data: &BTreeMap<String, String>) -> Vec<&str> {
     data.keys().map(String::as_str).collect()
 }
 
-pub(crate) async fn tls_etcd(prefix: &str, ca: &TinyCa) -> LocalEtcd {
+pub(crate) async fn tls_etcd(prefix: &str, ca: &Ca) -> LocalEtcd {
     LocalEtcd::start(
         localenv::scratch_dir(prefix).unwrap(),
         EtcdOptions { tls_ca: Some(ca) },
@@ -313,10 +319,54 @@ pub(crate) fn storage_setup(tcp: &TenantControlPlane) -> (Option<String>, Option
 
 // ------------------------------------------------------------------------------------------------- etcd
 
+/// The OID of a PEM certificate's public-key algorithm.
+fn key_oid(cert_pem: &str) -> String {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).unwrap();
+    pem.parse_x509()
+        .unwrap()
+        .public_key()
+        .algorithm
+        .algorithm
+        .to_id_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rsa_key_algorithm_reaches_the_etcd_tenant_certificate_and_the_control_plane_pki() {
+    let env = env_with("ctl-rsa", None, KeyAlgorithm::Rsa2048).await;
+    let ca = Ca::new("ctl-rsa-ca").unwrap();
+    let etcd = tls_etcd("ctl-rsa", &ca).await;
+    let ds = env.etcd_datastore(&etcd).await;
+    let tcp = env.tcp("cp", &ds, json!(null)).await;
+    let uid = tcp.uid().unwrap();
+    env.provisioned("cp").await;
+
+    let cert = env.secret_data("cp-datastore-certificate").await;
+    assert_eq!(
+        key_oid(&cert["server.crt"]),
+        "1.2.840.113549.1.1.1",
+        "rsaEncryption"
+    );
+    assert!(cert["server.key"].starts_with("-----BEGIN PRIVATE KEY-----"));
+    let tenant = etcd
+        .etcdctl(&CertKey {
+            cert_pem: cert["server.crt"].clone(),
+            key_pem: cert["server.key"].clone(),
+        })
+        .unwrap();
+    tenant.run(&["put", &format!("/{uid}/registry/x"), "v"]).unwrap();
+
+    let pki_ca = eventually("the cluster CA Secret", WAIT, || async {
+        env.secrets().get_opt("cp-ca").await.unwrap()
+    })
+    .await;
+    let ca_cert = String::from_utf8(pki_ca.data.unwrap()["ca.crt"].0.clone()).unwrap();
+    assert_eq!(key_oid(&ca_cert), "1.2.840.113549.1.1.1", "rsaEncryption");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_tenant_gets_a_user_role_and_certificate_and_loses_them_when_deleted() {
     let env = env("ctl-etcd").await;
-    let ca = TinyCa::new("ctl-etcd-ca").unwrap();
+    let ca = Ca::new("ctl-etcd-ca").unwrap();
     let etcd = tls_etcd("ctl-etcd", &ca).await;
     let ds = env.etcd_datastore(&etcd).await;
     let ready = env.ds_condition(&ds, "Ready", "True").await;
@@ -669,7 +719,7 @@ async fn nats_serves_one_tenant_a_second_is_refused_without_a_bucket_and_deletio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overrides_are_provisioned_hold_their_datastore_and_are_cleaned_after_removal_and_deletion() {
     let env = env("ctl-ovr").await;
-    let ca = TinyCa::new("ctl-shared-ca").unwrap();
+    let ca = Ca::new("ctl-shared-ca").unwrap();
     let (primary_etcd, events_etcd) = tokio::join!(tls_etcd("ctl-ovr-a", &ca), tls_etcd("ctl-ovr-b", &ca));
     let primary = env.etcd_datastore(&primary_etcd).await;
     let events = env.etcd_datastore(&events_etcd).await;
@@ -761,7 +811,7 @@ async fn overrides_are_provisioned_hold_their_datastore_and_are_cleaned_after_re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_on_an_etcd_with_another_ca_is_not_applied_and_says_why() {
     let env = env("ctl-ca").await;
-    let (ca_a, ca_b) = (TinyCa::new("ctl-ca-a").unwrap(), TinyCa::new("ctl-ca-b").unwrap());
+    let (ca_a, ca_b) = (Ca::new("ctl-ca-a").unwrap(), Ca::new("ctl-ca-b").unwrap());
     let (primary_etcd, other_etcd) = tokio::join!(tls_etcd("ctl-ca-a", &ca_a), tls_etcd("ctl-ca-b", &ca_b));
     let primary = env.etcd_datastore(&primary_etcd).await;
     let other = env.etcd_datastore(&other_etcd).await;
@@ -961,7 +1011,7 @@ async fn a_standby_takes_the_lease_over_once_the_leader_stops_renewing() {
 async fn a_tenant_without_a_datastore_gets_the_default_one() {
     let default = support::unique("ds-default");
     let env = env_with_default("ctl-default", Some(default.clone())).await;
-    let ca = TinyCa::new("ctl-default-ca").unwrap();
+    let ca = Ca::new("ctl-default-ca").unwrap();
     let etcd = tls_etcd("ctl-default", &ca).await;
     env.etcd_datastore_named(&etcd, default.clone()).await;
     env.ds_condition(&default, "Ready", "True").await;
@@ -1115,7 +1165,7 @@ mod workload {
     async fn etcd_tcp_gets_secrets_deployment_service_then_sleeps_becomes_ready_refuses_a_downgrade_and_rolls_a_new_version()
      {
         let env = env("wl-etcd").await;
-        let ca = TinyCa::new("wl-etcd-ca").unwrap();
+        let ca = Ca::new("wl-etcd-ca").unwrap();
         let etcd = tls_etcd("wl-etcd", &ca).await;
         let ds = env.etcd_datastore(&etcd).await;
         env.ds_condition(&ds, "Ready", "True").await;
@@ -1406,7 +1456,7 @@ mod workload {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn removing_the_overrides_removes_the_flag_from_the_deployment() {
         let env = env("wl-ovr").await;
-        let ca = TinyCa::new("wl-shared-ca").unwrap();
+        let ca = Ca::new("wl-shared-ca").unwrap();
         let (primary_etcd, events_etcd) = tokio::join!(tls_etcd("wl-ovr-a", &ca), tls_etcd("wl-ovr-b", &ca));
         let primary = env.etcd_datastore(&primary_etcd).await;
         let events = env.etcd_datastore(&events_etcd).await;

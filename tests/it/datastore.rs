@@ -8,7 +8,6 @@ use futures_util::StreamExt as _;
 use rcgen::{BasicConstraints, CertificateParams, DnType, DnValue, IsCa, KeyPair, KeyUsagePurpose};
 use sqlx::{Connection, MySqlConnection, PgConnection, Row};
 use tenantplane::{
-    config::Secret,
     datastore::{
         DatastoreError, Driver, EtcdCredentials, NatsCredentials, Owner, SqlCredentials, SqlSettings,
         TenantCredentials, TenantSpace,
@@ -22,9 +21,10 @@ use tenantplane::{
         etcd::{EtcdOptions, LocalEtcd},
         kine::LocalKine,
         nats::LocalNats,
-        pki::{CertKey, TinyCa},
         ports,
     },
+    pki::{Ca, CertKey, KeyAlgorithm},
+    secret::Secret,
 };
 
 use crate::support;
@@ -70,7 +70,7 @@ fn nats_creds(creds: TenantCredentials) -> NatsCredentials {
 
 /// A CA whose subject has more than a CN, with a PrintableString attribute: minted certificates must
 /// name it byte for byte as their issuer, or etcd (Go) cannot find the CA.
-fn etcd_ca() -> TinyCa {
+fn etcd_ca() -> Ca {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.distinguished_name.push(
@@ -88,14 +88,14 @@ fn etcd_ca() -> TinyCa {
         KeyUsagePurpose::CrlSign,
     ];
     let cert = params.self_signed(&key).unwrap();
-    TinyCa::from_pem(CertKey {
+    Ca::from_pem(CertKey {
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
     })
     .unwrap()
 }
 
-async fn etcd_with_driver(prefix: &str) -> (LocalEtcd, EtcdDriver, TinyCa) {
+async fn etcd_with_driver(prefix: &str) -> (LocalEtcd, EtcdDriver, Ca) {
     let ca = etcd_ca();
     let dir = localenv::scratch_dir(prefix).unwrap();
     let etcd = LocalEtcd::start(dir, EtcdOptions { tls_ca: Some(&ca) })
@@ -251,6 +251,38 @@ async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_dep
     // Deprovisioning what is gone is fine; the other role made above is not the tenant's and stays.
     driver.deprovision(&tenant).await.unwrap();
     assert!(root.run(&["role", "get", &format!("{schema}-extra")]).is_ok());
+}
+
+/// The OID of a PEM certificate's public-key algorithm.
+fn key_oid(cert_pem: &str) -> String {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    cert.public_key().algorithm.algorithm.to_id_string()
+}
+
+const RSA_ENCRYPTION: &str = "1.2.840.113549.1.1.1";
+const EC_PUBLIC_KEY: &str = "1.2.840.10045.2.1";
+
+#[tokio::test]
+async fn etcd_tenant_certificates_follow_the_key_algorithm_and_authenticate() {
+    let (etcd, driver, _ca) = etcd_with_driver("ds-etcd-rsa").await;
+    let mut settings = etcd.root_driver_settings().unwrap();
+    settings.key_algorithm = KeyAlgorithm::Rsa2048;
+    let rsa_driver = EtcdDriver::new(settings).unwrap();
+    for (driver, expected) in [(&driver, EC_PUBLIC_KEY), (&rsa_driver, RSA_ENCRYPTION)] {
+        let schema = name("cp");
+        let tenant = TenantSpace::new(&schema, name("u"), owner()).unwrap();
+        let creds = etcd_creds(driver.provision(&tenant).await.unwrap());
+        assert_eq!(key_oid(&creds.client_cert_pem), expected);
+        let ctl = etcd.etcdctl(&cert_key(&creds)).unwrap();
+        ctl.run(&["put", &format!("/{schema}/k"), "v"]).unwrap();
+        assert_eq!(
+            ctl.run(&["get", &format!("/{schema}/k"), "--print-value-only"])
+                .unwrap(),
+            "v\n"
+        );
+        driver.deprovision(&tenant).await.unwrap();
+    }
 }
 
 #[tokio::test]
@@ -994,7 +1026,7 @@ async fn check_against_a_closed_port_is_a_transient_unreachable_error_for_every_
     // A claimed port nobody listens on.
     let closed = ports::claim().unwrap();
     let endpoint = format!("127.0.0.1:{}", closed.port());
-    let ca = TinyCa::new("closed-port-ca").unwrap();
+    let ca = Ca::new("closed-port-ca").unwrap();
     let client = ca.client("root", &[]).unwrap();
     let results = [
         EtcdDriver::new(EtcdSettings::new(
@@ -1057,7 +1089,7 @@ async fn etcd_adopts_an_unmarked_tenant_only_with_a_certificate_etcd_accepts_for
     root.run(&["put", &format!("/{name}/kept"), "v"]).unwrap();
     let kept = ca.client(&name, &[]).unwrap();
 
-    let stranger = TinyCa::new("stranger-ca").unwrap().client(&name, &[]).unwrap();
+    let stranger = Ca::new("stranger-ca").unwrap().client(&name, &[]).unwrap();
     let other_user = ca.client("someone-else", &[]).unwrap();
     for (what, cert) in [
         ("no certificate", None),

@@ -14,10 +14,10 @@ use tenantplane::localenv::{
     etcd::{EtcdOptions, LocalEtcd},
     kine::LocalKine,
     kube::{KubeOptions, LocalKube},
-    pki::TinyCa,
 };
 
 use crate::support::{self, eventually};
+use tenantplane::pki::Ca;
 
 fn config_map(name: &str, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
@@ -237,7 +237,7 @@ async fn kine_on_nats_serves_a_kube_apiserver() {
 
 #[tokio::test]
 async fn tls_etcds_sharing_a_ca_enforce_client_certificate_auth() {
-    let ca = TinyCa::new("shared-etcd-ca").unwrap();
+    let ca = Ca::new("shared-etcd-ca").unwrap();
     let dir = localenv::scratch_dir("etcd-tls").unwrap();
     let first = LocalEtcd::start(dir.join("a"), EtcdOptions { tls_ca: Some(&ca) })
         .await
@@ -270,7 +270,7 @@ async fn tls_etcds_sharing_a_ca_enforce_client_certificate_auth() {
         assert!(err.contains("Error: etcdserver: permission denied"), "{err}");
     }
     // A certificate from another CA does not get through TLS.
-    let other_ca = TinyCa::new("other").unwrap();
+    let other_ca = Ca::new("other").unwrap();
     let foreign = first.etcdctl(&other_ca.client("root", &[]).unwrap()).unwrap();
     let err = foreign.run(&["get", "/probe/key"]).unwrap_err();
     assert!(err.contains("certificate") || err.contains("deadline"), "{err}");
@@ -278,7 +278,7 @@ async fn tls_etcds_sharing_a_ca_enforce_client_certificate_auth() {
 
 #[tokio::test]
 async fn kube_apiserver_runs_on_a_tls_etcd_with_auth() {
-    let ca = TinyCa::new("etcd-ca").unwrap();
+    let ca = Ca::new("etcd-ca").unwrap();
     let dir = localenv::scratch_dir("kube-on-tls").unwrap();
     let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions { tls_ca: Some(&ca) })
         .await

@@ -19,12 +19,8 @@ use serde_json::json;
 use sqlx::{Connection, MySqlConnection, PgConnection};
 use tenantplane::{
     k8s::crd::TenantControlPlane,
-    localenv::{
-        self,
-        etcd::LocalEtcd,
-        nats::LocalNats,
-        pki::{CertKey, TinyCa},
-    },
+    localenv::{self, etcd::LocalEtcd, nats::LocalNats},
+    pki::{Ca, CertKey},
 };
 
 use crate::{
@@ -506,7 +502,7 @@ async fn attack_matrix(prefix: &str, backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attack_matrix_etcd_victim_keeps_its_data_and_every_attacker_gets_a_condition() {
-    let ca = TinyCa::new("attack-etcd-ca").unwrap();
+    let ca = Ca::new("attack-etcd-ca").unwrap();
     attack_matrix(
         "atk-etcd",
         Backend::Etcd(Box::new(tls_etcd("atk-etcd", &ca).await)),

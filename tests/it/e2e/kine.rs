@@ -8,12 +8,12 @@ use tenantplane::localenv::{
     self,
     mariadb::{LocalMariaDb, MariaDbTls, TLS_ADMIN},
     nats::LocalNats,
-    pki::TinyCa,
     postgres::{LocalPostgres, PgTls},
 };
 
 use super::{Stack, etcd::schema, namespace_and_event, namespaces, stack};
 use crate::support;
+use tenantplane::pki::Ca;
 
 /// (endpoint, user, password) of the shared PostgreSQL's superuser.
 fn pg_root() -> (String, String, String) {
@@ -139,7 +139,7 @@ async fn own_certificate(stack: &Stack, t: usize, user: &str, admin_cert: &str) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_over_tls_with_client_certificates_serves_two_tenants_each_with_its_own_certificate() {
-    let ca = TinyCa::new("e2e-pg-tls-ca").unwrap();
+    let ca = Ca::new("e2e-pg-tls-ca").unwrap();
     let tls = PgTls {
         ca: &ca,
         password: "pg-admin-pw",
@@ -192,7 +192,7 @@ async fn postgres_over_tls_with_client_certificates_serves_two_tenants_each_with
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_over_tls_serves_two_tenants_each_with_its_own_certificate_and_password() {
-    let ca = TinyCa::new("e2e-my-tls-ca").unwrap();
+    let ca = Ca::new("e2e-my-tls-ca").unwrap();
     let tls = MariaDbTls {
         ca: &ca,
         password: "my-admin-pw",

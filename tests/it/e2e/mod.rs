@@ -24,8 +24,8 @@ use tenantplane::{
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
-        pki::{CertKey, TinyCa},
     },
+    pki::{Ca, CertKey},
     runner::{Runner, RunnerSettings},
     translate::TenantAddress,
     worker::{Worker, WorkerMetrics, WorkerSettings},
@@ -154,8 +154,8 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
 }
 
 /// TLS etcds sharing one CA.
-pub async fn etcds(prefix: &str, n: usize) -> (TinyCa, Vec<LocalEtcd>) {
-    let ca = TinyCa::new(&format!("{prefix}-etcd-ca")).unwrap();
+pub async fn etcds(prefix: &str, n: usize) -> (Ca, Vec<LocalEtcd>) {
+    let ca = Ca::new(&format!("{prefix}-etcd-ca")).unwrap();
     let mut out = Vec::new();
     for _ in 0..n {
         let dir = localenv::scratch_dir(prefix).unwrap();
@@ -319,7 +319,7 @@ impl Stack {
         driver: &str,
         endpoint: &str,
         (user, password): (&str, &str),
-        ca: &TinyCa,
+        ca: &Ca,
         admin: &CertKey,
     ) -> String {
         let name = support::unique(&format!("e2e-tls-{}", driver.to_lowercase()));
