@@ -1,8 +1,12 @@
 //! Domain rules: names, versions, roles and the shapes of a control-plane request. No I/O.
 
+mod row;
+
 use std::{fmt, str::FromStr};
 
 use serde::{Deserialize, Serialize};
+
+pub use row::ControlPlaneRow;
 
 /// One invalid field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

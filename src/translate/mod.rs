@@ -10,12 +10,12 @@ use kube::api::ObjectMeta;
 use uuid::Uuid;
 
 use crate::{
+    domain::ControlPlaneRow,
     k8s::crd::{
         AddonSpec, Addons, ComponentResources, ControlPlane, DataStoreOverride, DeploymentSpec,
         KonnectivityServer, KonnectivitySpec, KubeletSpec, KubernetesSpec, NetworkProfile, ServiceSpec,
         ServiceType, TenantControlPlane, TenantControlPlaneSpec,
     },
-    store::control_planes::ControlPlaneRow,
 };
 
 pub use crate::k8s::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY, SELECTOR};
