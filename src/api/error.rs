@@ -145,6 +145,18 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotReady(detail) => {
                 ApiError::new(StatusCode::CONFLICT, "not-ready", "Not ready yet", detail)
             }
+            ServiceError::IdempotencyKeyReused => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency-key-reused",
+                "Idempotency-Key reused",
+                err.to_string(),
+            ),
+            ServiceError::NoManagementCluster => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no-cluster",
+                "No management cluster",
+                err.to_string(),
+            ),
             ServiceError::Internal(detail) => ApiError::internal(&detail),
         }
     }
@@ -172,5 +184,50 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    fn problem(err: ServiceError) -> (StatusCode, serde_json::Value) {
+        let e = ApiError::from(err);
+        (
+            StatusCode::from_u16(e.status()).unwrap(),
+            serde_json::to_value(&*e.problem).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_reused_idempotency_key_is_a_422_of_its_own_type() {
+        let (status, body) = problem(ServiceError::IdempotencyKeyReused);
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "type": "https://tenantplane.dev/problems/idempotency-key-reused",
+                "title": "Idempotency-Key reused",
+                "status": 422,
+                "detail": "this Idempotency-Key was used with a different request body; use a new key",
+            })
+        );
+    }
+
+    #[test]
+    fn no_management_cluster_is_a_503() {
+        let (status, body) = problem(ServiceError::NoManagementCluster);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "type": "https://tenantplane.dev/problems/no-cluster",
+                "title": "No management cluster",
+                "status": 503,
+                "detail": "this server has no management cluster configured",
+            })
+        );
     }
 }

@@ -20,6 +20,7 @@ use crate::{
     service::{
         self, ServiceError,
         control_planes::ListFilter,
+        idempotency,
         model::{
             Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreatePool,
             CreateTenant, DataStore, MintToken, MintedToken, Operation, Pool, Tenant, Token,
@@ -27,13 +28,12 @@ use crate::{
         },
         placement::{DrainMove, SimulateRequest},
     },
-    store::idempotency::{self, Claim},
 };
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// Runs a write in one transaction; with an `Idempotency-Key`, the first response is stored in the same
-/// transaction and replayed for the same body, while another body gets 422.
+/// Runs a write through [`service::idempotency::run`] and answers its status and body (a replay answers
+/// the stored ones).
 async fn idempotent<T: serde::Serialize>(
     state: &AppState,
     auth: &Auth,
@@ -43,53 +43,19 @@ async fn idempotent<T: serde::Serialize>(
     status: StatusCode,
     work: impl AsyncFnOnce(&mut PgConnection) -> Result<T, ServiceError>,
 ) -> ApiResult<(StatusCode, serde_json::Value)> {
-    let mut tx = state
-        .ctx
-        .db
-        .begin()
-        .await
-        .map_err(|e| ApiError::internal(&e.to_string()))?;
-    let scope = format!(
-        "{}:{route}",
-        auth.0
-            .tenant_id
-            .map(|t| t.to_string())
-            .unwrap_or_else(|| "platform".into())
-    );
-    if let Some(key) = &key.0 {
-        match idempotency::claim(&mut tx, &scope, key, hash)
-            .await
-            .map_err(|e| ApiError::internal(&e.to_string()))?
-        {
-            Claim::Claimed => {}
-            Claim::Completed {
-                request_hash,
-                status,
-                body,
-            } => {
-                if request_hash != hash {
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "idempotency-key-reused",
-                        "Idempotency-Key reused",
-                        "this Idempotency-Key was used with a different request body; use a new key",
-                    ));
-                }
-                return Ok((StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body));
-            }
-        }
-    }
-    let result = work(&mut tx).await?;
-    let body = serde_json::to_value(&result).map_err(|e| ApiError::internal(&e.to_string()))?;
-    if let Some(key) = &key.0 {
-        idempotency::complete(&mut tx, &scope, key, status.as_u16(), &body)
-            .await
-            .map_err(|e| ApiError::internal(&e.to_string()))?;
-    }
-    tx.commit()
-        .await
-        .map_err(|e| ApiError::internal(&e.to_string()))?;
-    Ok((status, body))
+    let request = idempotency::Request {
+        route,
+        key: key.0.as_deref(),
+        request_hash: hash,
+        status: status.as_u16(),
+    };
+    let outcome = idempotency::run(&state.ctx, &auth.0, request, work).await?;
+    let status = if outcome.replayed {
+        StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::OK)
+    } else {
+        status
+    };
+    Ok((status, outcome.body))
 }
 
 fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) -> Response {
@@ -416,50 +382,11 @@ pub async fn kubeconfig(
     rid: RequestId,
     Path((tenant, id)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    let wanted = with_request_id(
-        service::control_planes::kubeconfig_secret(&state.ctx, &auth.0, &tenant, &id).await,
+    let content = with_request_id(
+        service::control_planes::kubeconfig(&state.ctx, state.kube.as_ref(), &auth.0, &tenant, &id).await,
         &rid,
     )?;
-    let Some(client) = state.kube.clone() else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no-cluster",
-            "No management cluster",
-            "this server has no management cluster configured",
-        )
-        .with_request_id(rid.0.clone()));
-    };
-    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(client, &wanted.namespace);
-    let secret = secrets
-        .get_opt(&wanted.name)
-        .await
-        .map_err(|e| ApiError::internal(&e.to_string()).with_request_id(rid.0.clone()))?;
-    // Only the Secret of this control plane's own TCP: owned by the pinned UID.
-    let owned = |s: &k8s_openapi::api::core::v1::Secret| {
-        s.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == wanted.owner_uid)
-    };
-    if secret.as_ref().is_some_and(|s| !owned(s)) {
-        return Err(ApiError::from(ServiceError::NotReady(
-            "the kubeconfig Secret is not owned by this control plane's TenantControlPlane (yet)".into(),
-        ))
-        .with_request_id(rid.0.clone()));
-    }
-    let data = secret.and_then(|s| s.data).unwrap_or_default();
-    let content = ["admin.conf", "super-admin.conf", "value"]
-        .iter()
-        .find_map(|k| data.get(*k))
-        .ok_or_else(|| {
-            ApiError::from(ServiceError::NotReady(
-                "the kubeconfig Secret has no admin.conf yet".into(),
-            ))
-            .with_request_id(rid.0.clone())
-        })?;
-    Ok(([(header::CONTENT_TYPE, "application/yaml")], content.0.clone()).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/yaml")], content).into_response())
 }
 
 /// One operation.

@@ -679,6 +679,49 @@ pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str)
     })
 }
 
+/// Keys of the kubeconfig Secret that may hold the admin kubeconfig, in order of preference.
+const KUBECONFIG_KEYS: [&str; 3] = ["admin.conf", "super-admin.conf", "value"];
+
+/// The admin kubeconfig (YAML) of a control plane that has served (tenant member): read from
+/// [`kubeconfig_secret`] on the management cluster, only if that Secret is owned by the control plane's
+/// pinned TCP. `NotReady` until it exists, is owned and holds a kubeconfig; `NoManagementCluster` without
+/// a `kube` client.
+pub async fn kubeconfig(
+    ctx: &Ctx,
+    kube: Option<&kube::Client>,
+    who: &Principal,
+    slug: &str,
+    id: &str,
+) -> Result<Vec<u8>> {
+    let wanted = kubeconfig_secret(ctx, who, slug, id).await?;
+    let client = kube.ok_or(ServiceError::NoManagementCluster)?.clone();
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client, &wanted.namespace);
+    let secret = secrets
+        .get_opt(&wanted.name)
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    // Only the Secret of this control plane's own TCP: owned by the pinned UID.
+    let owned = |s: &k8s_openapi::api::core::v1::Secret| {
+        s.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == wanted.owner_uid)
+    };
+    if secret.as_ref().is_some_and(|s| !owned(s)) {
+        return Err(ServiceError::NotReady(
+            "the kubeconfig Secret is not owned by this control plane's TenantControlPlane (yet)".into(),
+        ));
+    }
+    let mut data = secret.and_then(|s| s.data).unwrap_or_default();
+    KUBECONFIG_KEYS
+        .iter()
+        .find_map(|k| data.remove(*k))
+        .map(|content| content.0)
+        .ok_or_else(|| ServiceError::NotReady("the kubeconfig Secret has no admin.conf yet".into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::has_served;

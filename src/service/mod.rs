@@ -3,6 +3,7 @@
 pub mod control_planes;
 pub mod datastores;
 pub mod events;
+pub mod idempotency;
 pub mod model;
 pub mod placement;
 pub mod tenants;
@@ -75,6 +76,12 @@ pub enum ServiceError {
     /// Not possible yet (e.g. kubeconfig before Ready).
     #[error("{0}")]
     NotReady(String),
+    /// The idempotency key was used before with a different request ([`idempotency::run`]).
+    #[error("this Idempotency-Key was used with a different request body; use a new key")]
+    IdempotencyKeyReused,
+    /// The use-case needs the management cluster and this server has none configured.
+    #[error("this server has no management cluster configured")]
+    NoManagementCluster,
     /// Anything else; details go to the log, never to the client.
     #[error("internal error: {0}")]
     Internal(String),

@@ -581,6 +581,35 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names(
 }
 
 #[tokio::test]
+async fn kubeconfig_without_a_management_cluster_is_a_503_problem_once_served() {
+    let app = spawn_app().await;
+    let slug = app.tenant("kcfg-nokube").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &member, "k").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/tenants/{slug}/control-planes/{id}/kubeconfig");
+    // Before it has served, the 409 comes first, cluster or not.
+    let early = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(early.status, StatusCode::CONFLICT, "{}", early.text);
+    sqlx::query("update control_planes set phase = 'Ready', tcp_uid = $2 where id = $1")
+        .bind(uuid::Uuid::parse_str(&id).unwrap())
+        .bind("uid-of-its-tcp")
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let r = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    assert_eq!(r.body["type"], "https://tenantplane.dev/problems/no-cluster");
+    assert_eq!(r.body["title"], "No management cluster");
+    assert_eq!(
+        r.body["detail"],
+        "this server has no management cluster configured"
+    );
+    assert_eq!(r.body["requestId"], r.headers["x-request-id"].to_str().unwrap());
+}
+
+#[tokio::test]
 async fn metrics_count_requests_per_route() {
     let app = spawn_app().await;
     let slug = app.tenant("metrics").await;
