@@ -434,32 +434,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let state = api::AppState {
+    let app = api::App::build(
         ctx,
-        kube: kube.ok(),
-        metrics: Arc::new(api::metrics::Metrics::new(|registry| {
-            if args.with_worker {
-                worker_metrics.register(registry);
-            }
-        })),
-        public_url: args
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{addr}")),
-        max_body_bytes: args.max_body_bytes,
-        graphql: args.graphql.clone(),
-    };
-    tracing::info!(%addr, management_cluster = state.kube.is_some(), "serving HTTP");
+        kube.ok(),
+        api::AppSettings {
+            public_url: args
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}")),
+            max_body_bytes: args.max_body_bytes,
+            graphql: args.graphql.clone(),
+            metrics: Arc::new(api::metrics::Metrics::new(|registry| {
+                if args.with_worker {
+                    worker_metrics.register(registry);
+                }
+            })),
+            // Small JSON answers go out at once, not after the client's delayed ACK (Nagle).
+            tcp_nodelay: true,
+        },
+    );
+    tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
-    // Small JSON answers go out at once, not after the client's delayed ACK (Nagle).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY not set: {err}");
-        }
-    });
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    app.serve(listener, shutdown_signal()).await?;
     if let Some(task) = background {
         task.abort();
     }

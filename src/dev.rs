@@ -11,7 +11,7 @@ use kube::{Api, api::PostParams};
 use serde_json::json;
 
 use crate::{
-    api::{self, AppState},
+    api,
     auth::{TokenSettings, keys::ServerKey},
     controller::{ControllerSettings, metrics::Metrics},
     domain::Role,
@@ -184,16 +184,16 @@ impl DevStack {
             limits: Default::default(),
         };
         let url = format!("http://{}", listener.local_addr()?);
-        let state = AppState {
-            ctx: ctx.clone(),
-            kube: Some(client.clone()),
-            metrics: Arc::new(api::metrics::Metrics::default()),
-            public_url: url.clone(),
-            max_body_bytes: 64 * 1024,
-            graphql: Default::default(),
-        };
+        let app = api::App::build(
+            ctx.clone(),
+            Some(client.clone()),
+            api::AppSettings {
+                public_url: url.clone(),
+                ..Default::default()
+            },
+        );
         let mut tasks = vec![tokio::spawn(async move {
-            if let Err(err) = axum::serve(listener, api::router(state)).await {
+            if let Err(err) = app.serve(listener, std::future::pending()).await {
                 tracing::error!("serve stopped: {err}");
             }
         })];

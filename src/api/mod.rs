@@ -56,6 +56,96 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// The knobs of the HTTP app that differ between `serve`, `dev up`, tests and benchmarks.
+#[derive(Debug, Clone)]
+pub struct AppSettings {
+    /// Public base URL (OIDC discovery), e.g. `http://127.0.0.1:8080`.
+    pub public_url: String,
+    /// Largest accepted request body (`--max-body-bytes`).
+    pub max_body_bytes: usize,
+    /// GraphQL limits and switches.
+    pub graphql: graphql::GraphqlSettings,
+    /// HTTP metrics; `serve --with-worker` registers the worker's metrics in the same registry.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Sets `TCP_NODELAY` on accepted connections, so small answers go out at once rather than after the
+    /// client's delayed ACK (`serve` does; the in-process stacks keep the OS default).
+    pub tcp_nodelay: bool,
+}
+
+impl Default for AppSettings {
+    /// `serve`'s defaults, without `TCP_NODELAY`.
+    fn default() -> Self {
+        Self {
+            public_url: "http://127.0.0.1:8080".into(),
+            max_body_bytes: 64 * 1024,
+            graphql: Default::default(),
+            metrics: Arc::new(metrics::Metrics::default()),
+            tcp_nodelay: false,
+        }
+    }
+}
+
+/// The HTTP app: its state and how it serves. The one place that builds an [`AppState`] and its router,
+/// used by `serve`, `dev up`, the integration tests and the benchmarks.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The state every handler shares.
+    pub state: AppState,
+    tcp_nodelay: bool,
+}
+
+impl App {
+    /// The app on `ctx`, with a management-cluster client for kubeconfig downloads when there is one.
+    pub fn build(ctx: Ctx, kube: Option<kube::Client>, settings: AppSettings) -> Self {
+        let AppSettings {
+            public_url,
+            max_body_bytes,
+            graphql,
+            metrics,
+            tcp_nodelay,
+        } = settings;
+        Self {
+            state: AppState {
+                ctx,
+                kube,
+                metrics,
+                public_url,
+                max_body_bytes,
+                graphql,
+            },
+            tcp_nodelay,
+        }
+    }
+
+    /// The full router ([`router`]).
+    pub fn router(&self) -> Router {
+        router(self.state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then finishes the open requests.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let router = self.router();
+        if self.tcp_nodelay {
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(err) = tcp.set_nodelay(true) {
+                    tracing::debug!("TCP_NODELAY not set: {err}");
+                }
+            });
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+        } else {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
+}
+
 struct BearerAuth;
 
 impl Modify for BearerAuth {
