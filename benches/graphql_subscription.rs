@@ -5,20 +5,19 @@
 //! subscriber, then commits 1,000 sequential status changes and prints percentiles.
 //! Run: `cargo bench --bench graphql_subscription --profile dev` (or without `--profile dev` for release).
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use sqlx::{Connection as _, postgres::PgPoolOptions};
+use sqlx::Connection as _;
 use tenantplane::{
-    api::{self, AppState},
-    auth::{TokenSettings, keys::ServerKey},
     domain::Role,
     localenv::{self, postgres::LocalPostgres},
-    service::{self, Ctx, model::CreateControlPlane},
+    service::{self, model::CreateControlPlane},
     store,
 };
+use tenantplane_testkit::app;
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
 const CHANGES: usize = 1000;
@@ -29,42 +28,16 @@ async fn main() -> anyhow::Result<()> {
     let dir = localenv::scratch_dir("bench-graphql")?;
     let pg = LocalPostgres::start(dir.join("pg")).await?;
     let url = localenv::postgres::create_database(&pg.url(), "bench").await?;
-    let db = PgPoolOptions::new().max_connections(8).connect(&url).await?;
-    store::MIGRATOR.run(&db).await?;
-    let key = ServerKey::generate_base64().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ctx = Ctx {
-        db: db.clone(),
-        server_key: Arc::new(ServerKey::from_base64(&key).map_err(anyhow::Error::msg)?),
-        tokens: TokenSettings {
-            issuer: "bench".into(),
-            audience: "bench".into(),
-            external: Default::default(),
-            verifying_keys: Default::default(),
-        },
-        versions: Default::default(),
-        placement: Default::default(),
-        limits: Default::default(),
-    };
-    let pool = store::datastores::insert_pool(&db, "default", "spread", &json!({})).await?;
-    store::datastores::insert(
-        &db,
-        &store::datastores::NewDataStore {
-            name: "etcd-default".into(),
-            pool_id: Some(pool.id),
-            driver: "etcd".into(),
-            endpoints: vec!["etcd:2379".into()],
-            secret_refs: json!({}),
-            labels: json!({}),
-            capacity_tenants: 100,
-            capacity_bytes: None,
-            ca_id: None,
-        },
-    )
-    .await?;
+    let mut options = app::TestAppOptions::new(url.clone());
+    options.max_connections = 8;
+    options.issuer = "bench".into();
+    options.audience = "bench".into();
+    options.settings.public_url = "http://bench".into();
+    let bench = app::spawn(options).await?;
+    let (ctx, db, addr) = (bench.ctx.clone(), bench.ctx.db.clone(), bench.addr);
+    app::default_datastore(&db, "etcd:2379", 100, None).await?;
     let tenant = store::tenants::insert(&db, "bench", "bench", &json!({})).await?;
-    let admin =
-        service::tokens::mint_unchecked(&ctx, None, Role::PlatformAdmin, 3600, "bench", "bench").await?;
-    let who = service::tokens::authenticate(&ctx, &admin.token)
+    let who = service::tokens::authenticate(&ctx, &bench.admin)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut tx = db.begin().await?;
@@ -77,18 +50,6 @@ async fn main() -> anyhow::Result<()> {
         service::tokens::mint_unchecked(&ctx, Some(tenant.id), Role::TenantViewer, 3600, "bench", "bench")
             .await?
             .token;
-
-    let state = AppState {
-        ctx,
-        kube: None,
-        metrics: Arc::new(api::metrics::Metrics::default()),
-        public_url: "http://bench".into(),
-        max_body_bytes: 64 * 1024,
-        graphql: Default::default(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
 
     let mut request = format!("ws://{addr}/graphql").into_client_request()?;
     request

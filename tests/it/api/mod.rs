@@ -8,17 +8,14 @@ mod placement;
 mod tokens;
 mod unsatisfiable;
 
-use std::sync::Arc;
-
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tenantplane::{
-    api::{self, AppState},
-    auth::{TokenSettings, keys::ServerKey},
     domain::Role,
     service::{self, Ctx},
     store,
 };
+use tenantplane_testkit::app;
 use uuid::Uuid;
 
 use crate::support;
@@ -54,73 +51,31 @@ pub async fn spawn_app_with_graphql(graphql: tenantplane::api::graphql::GraphqlS
     spawn_app_full(None, Default::default(), graphql).await
 }
 
-/// Every knob.
+/// Every knob: the production app through the testkit's test app, on a fresh database with a default
+/// pool whose DataStore has room for everything, so control planes always find one.
 pub async fn spawn_app_full(
     kube: Option<kube::Client>,
     external: tenantplane::auth::external::ExternalIssuers,
     graphql: tenantplane::api::graphql::GraphqlSettings,
 ) -> App {
     tenantplane::localenv::install_crypto_provider();
-    let url = support::fresh_database("api").await;
-    let db = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(20)
-        .connect(&url)
-        .await
-        .unwrap();
-    store::MIGRATOR.run(&db).await.unwrap();
-    let key = ServerKey::generate_base64().unwrap();
-    let ctx = Ctx {
-        db,
-        server_key: Arc::new(ServerKey::from_base64(&key).unwrap()),
-        tokens: TokenSettings {
-            issuer: "https://tenantplane.test".into(),
-            audience: "tenantplane".into(),
-            external,
-            verifying_keys: Default::default(),
-        },
-        versions: Default::default(),
-        placement: Default::default(),
-        limits: Default::default(),
-    };
-    let state = AppState {
-        ctx: ctx.clone(),
-        kube,
-        metrics: Arc::new(api::metrics::Metrics::default()),
-        public_url: "https://tenantplane.test".into(),
-        max_body_bytes: 64 * 1024,
-        graphql,
-    };
-    // A default pool with room for everything, so control planes always find a DataStore.
-    let pool = store::datastores::insert_pool(&ctx.db, "default", "spread", &json!({}))
-        .await
-        .unwrap();
-    store::datastores::insert(
-        &ctx.db,
-        &store::datastores::NewDataStore {
-            name: "etcd-default".into(),
-            pool_id: Some(pool.id),
-            driver: "etcd".into(),
-            endpoints: vec!["etcd-default:2379".into()],
-            secret_refs: json!({}),
-            labels: json!({}),
-            capacity_tenants: 1_000_000,
-            capacity_bytes: None,
-            ca_id: Some("ca-default".into()),
-        },
+    let mut options = app::TestAppOptions::new(support::fresh_database("api").await);
+    options.kube = kube;
+    options.external = external;
+    options.settings.graphql = graphql;
+    let test_app = app::spawn(options).await.unwrap();
+    app::default_datastore(
+        &test_app.ctx.db,
+        "etcd-default:2379",
+        1_000_000,
+        Some("ca-default"),
     )
     .await
     .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, api::router(state)).await.unwrap() });
-    let admin = service::tokens::mint_unchecked(&ctx, None, Role::PlatformAdmin, 3600, "test admin", "tests")
-        .await
-        .unwrap()
-        .token;
     App {
-        base: format!("http://{addr}"),
-        ctx,
-        admin,
+        base: test_app.base,
+        ctx: test_app.ctx,
+        admin: test_app.admin,
         http: reqwest::Client::new(),
     }
 }
