@@ -505,3 +505,117 @@ fn rsa_2048_is_selectable_for_every_generated_key() {
         PublicKey::EC(_)
     ));
 }
+
+// ------------------------------------------------------------------------------ pinned serialization
+
+/// A TenantControlPlane setting every field the Deployment and the Service read.
+const FULL: &str = r#"
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: TenantControlPlane
+metadata: {name: full, namespace: tenants}
+spec:
+  dataStore: ds
+  controlPlane:
+    deployment:
+      replicas: 3
+      registrySettings: {registry: reg.example, tagSuffix: -x, apiServerImage: my-apiserver}
+      resources:
+        apiServer: {requests: {cpu: 100m}, limits: {memory: 1Gi}}
+        controllerManager: {requests: {cpu: 10m}}
+        scheduler: {limits: {cpu: 20m}}
+        kine: {requests: {memory: 64Mi}}
+      extraArgs:
+        apiServer: [--v=2, --secure-port=1]
+        controllerManager: [--v=3]
+        scheduler: [--v=4]
+        kine: [--debug, --endpoint=x]
+      nodeSelector: {zone: a}
+      tolerations: [{key: k, operator: Exists, effect: NoSchedule}]
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [a]}]}]
+      strategy: {type: Recreate}
+      additionalMetadata: {labels: {team: x}, annotations: {note: y}}
+      podAdditionalMetadata: {labels: {pod: l}, annotations: {pod: a}}
+      serviceAccountName: sa
+    service:
+      serviceType: LoadBalancer
+      additionalMetadata: {labels: {svc: l}, annotations: {svc: a}}
+  kubernetes:
+    version: v1.34.1
+    kubelet: {preferredAddressTypes: [InternalIP]}
+    admissionControllers: [NamespaceLifecycle]
+  networkProfile:
+    port: 7443
+    address: 10.0.0.5
+    certSANs: [x.example]
+    serviceCidrs: [10.100.0.0/16]
+    podCidrs: [10.200.0.0/16]
+    clusterDomain: example.local
+    loadBalancerClass: lb
+    loadBalancerSourceRanges: [1.2.3.0/24]
+"#;
+
+/// Every pinned object, by name: Deployments for etcd (with an override), kine with and without TLS,
+/// and a TenantControlPlane with every option; Services of each type.
+fn pinned_objects() -> BTreeMap<String, serde_json::Value> {
+    // No PKI Secrets: the pod checksum is then a function of the storage checksums alone.
+    let pki = Pki {
+        secrets: Vec::new(),
+        generated: Vec::new(),
+    };
+    let settings = WorkloadSettings::default();
+    let deployments = [
+        ("deployment-etcd", tcp(BASE), etcd(&[("/events", &["etcd-0"])])),
+        (
+            "deployment-postgres-tls",
+            tcp(BASE),
+            kine(Driver::PostgreSQL, true),
+        ),
+        ("deployment-nats", tcp(BASE), kine(Driver::Nats, false)),
+        ("deployment-full-etcd", tcp(FULL), etcd(&[])),
+        ("deployment-full-mysql-tls", tcp(FULL), kine(Driver::MySQL, true)),
+    ];
+    let mut out = BTreeMap::new();
+    for (name, t, storage) in deployments {
+        let built = deployment(&t, &storage, &pki, "v1.34.1", &settings).unwrap();
+        out.insert(name.to_string(), serde_json::to_value(&built.deployment).unwrap());
+    }
+    let services = [
+        ("service-clusterip", tcp(BASE)),
+        ("service-nodeport", tcp(&BASE.replace("ClusterIP", "NodePort"))),
+        (
+            "service-loadbalancer-bare",
+            tcp(&BASE.replace("ClusterIP", "LoadBalancer")),
+        ),
+        ("service-full", tcp(FULL)),
+    ];
+    for (name, t) in services {
+        out.insert(
+            name.to_string(),
+            serde_json::to_value(service(&t).unwrap()).unwrap(),
+        );
+    }
+    out
+}
+
+/// The Deployments and Services serialize exactly as pinned in `testdata/pinned_workload.json`.
+#[test]
+fn deployments_and_services_serialize_as_pinned() {
+    let pinned: BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(include_str!("testdata/pinned_workload.json")).unwrap();
+    let actual = pinned_objects();
+    assert_eq!(
+        actual.keys().collect::<Vec<_>>(),
+        pinned.keys().collect::<Vec<_>>()
+    );
+    for (name, value) in &actual {
+        assert_eq!(
+            value,
+            &pinned[name],
+            "{name} differs from the pinned JSON:\n{}",
+            serde_json::to_string_pretty(value).unwrap()
+        );
+    }
+}
