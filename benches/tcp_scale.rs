@@ -34,7 +34,10 @@ use kube::{
 };
 use serde_json::json;
 use tenantplane::{
-    controller::{TCP_FINALIZER, tcp_workload::STATUS_MANAGER, workload},
+    controller::{
+        TCP_FINALIZER,
+        tenant_control_plane::{build as workload, status::STATUS_MANAGER},
+    },
     datastore::{Driver as _, Owner, TenantSpace, etcd::EtcdDriver},
     k8s::crd::{DataStore, TenantControlPlane},
     localenv::{

@@ -135,7 +135,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "TENANTPLANE_CERTIFICATE_ROTATION_DAYS", default_value_t = 30)]
     pub certificate_rotation_days: u32,
     /// Image of the kine sidecar (SQL and NATS DataStores).
-    #[arg(long, env = "TENANTPLANE_KINE_IMAGE", default_value = crate::controller::workload::DEFAULT_KINE_IMAGE)]
+    #[arg(long, env = "TENANTPLANE_KINE_IMAGE", default_value = crate::controller::DEFAULT_KINE_IMAGE)]
     pub kine_image: String,
     /// Key type of new tenant certificates and service-account keys (`ecdsa-p256` or `rsa-2048`).
     #[arg(long, env = "TENANTPLANE_CERTIFICATE_KEY_ALGORITHM", value_enum, default_value_t = crate::pki::KeyAlgorithm::EcdsaP256)]

@@ -12,16 +12,15 @@
 pub mod apply;
 pub mod build;
 pub mod cache;
-pub mod control_planes;
 pub mod datastores;
 pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod owners;
+pub mod settings;
 pub mod status;
-pub mod tcp_workload;
+pub mod tenant_control_plane;
 pub mod used_by;
-pub mod workload;
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
@@ -47,6 +46,7 @@ use crate::{
     k8s::crd::{DataStore, TenantControlPlane},
 };
 
+pub use self::settings::{ControllerSettings, DEFAULT_KINE_IMAGE, WorkloadSettings};
 pub use crate::k8s::FIELD_MANAGER;
 /// Finalizer on a DataStore while TenantControlPlanes use it (upstream's name).
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
@@ -138,48 +138,6 @@ impl Error {
     }
 }
 
-/// What the controllers watch and how many objects they reconcile at once.
-#[derive(Debug, Clone)]
-pub struct ControllerSettings {
-    /// Reconciles of each controller that may run at once.
-    pub concurrency: u16,
-    /// Only TenantControlPlanes of this namespace (all namespaces when `None`).
-    pub namespace: Option<String>,
-    /// Only DataStores matching this label selector (all when `None`).
-    pub datastore_selector: Option<String>,
-    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`). `usedBy`
-    /// (from the controller's cache) then counts only those; NATS exclusivity still lists every one in scope.
-    pub control_plane_selector: Option<String>,
-    /// Identity in Events (`reportingInstance`) and in the Lease.
-    pub identity: String,
-    /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
-    pub resync: Duration,
-    /// DataStore written into TenantControlPlanes that name none (Kamaji's `--datastore`).
-    pub default_datastore: Option<String>,
-    /// How long one reconcile may take.
-    pub reconcile_timeout: Duration,
-    /// Certificates, kine image.
-    pub workload: workload::WorkloadSettings,
-}
-
-impl ControllerSettings {
-    /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
-    /// reconcile.
-    pub fn new(identity: impl Into<String>) -> Self {
-        Self {
-            concurrency: 16,
-            reconcile_timeout: Duration::from_secs(30),
-            workload: workload::WorkloadSettings::default(),
-            namespace: None,
-            datastore_selector: None,
-            control_plane_selector: None,
-            identity: identity.into(),
-            resync: Duration::from_secs(300),
-            default_datastore: None,
-        }
-    }
-}
-
 /// What every reconcile gets.
 pub struct Context {
     /// The management cluster.
@@ -211,7 +169,7 @@ pub struct Context {
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Provisioned {
-    /// [`build::provision_fingerprint`] of its inputs.
+    /// [`tenant_control_plane::build::provision_fingerprint`] of its inputs.
     pub fingerprint: String,
     /// `resourceVersion` of the applied `<tcp>-datastore-config` Secret.
     pub config_version: Option<String>,
@@ -671,7 +629,11 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                 .debounce(TCP_DEBOUNCE),
         )
         .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
-        .run(control_planes::reconcile, control_planes::error_policy, ctx)
+        .run(
+            tenant_control_plane::reconcile,
+            tenant_control_plane::error_policy,
+            ctx,
+        )
         .for_each(|_| std::future::ready(()));
 
     let stop = async move {

@@ -1,5 +1,5 @@
 //! Writes a DataStore's status subresource with server-side apply (a TenantControlPlane's is written by
-//! [`tcp_workload`](super::tcp_workload)).
+//! [`tenant_control_plane::status`](super::tenant_control_plane::status)).
 
 use kube::{
     Api,

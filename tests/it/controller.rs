@@ -1404,7 +1404,7 @@ mod workload {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lagging_secret_cache_never_replaces_a_ca() {
         use kube::runtime::{reflector, watcher};
-        use tenantplane::controller::{Context, tcp_workload::write_pki};
+        use tenantplane::controller::{Context, tenant_control_plane::apply::write_pki};
 
         support::crds_installed();
         let client = support::client().await;

@@ -1,4 +1,7 @@
-use super::*;
+use super::{args::*, network::*, pki::*, *};
+use crate::controller::DEFAULT_KINE_IMAGE;
+
+const DAY: i64 = 24 * 3600;
 
 const NOW: i64 = 1_800_000_000;
 

@@ -1,191 +1,31 @@
 //! The TenantControlPlane **workload phase**, after the datastore phase: the Service, the PKI and
-//! kubeconfig Secrets, the Deployment (built by [`workload`](super::workload)), then the status, in
-//! one server-side apply under [`STATUS_MANAGER`]: the datastore phase's [`StorageRecord`] and this
-//! phase's `observedGeneration`, `controlPlaneEndpoint`, `kubeconfig`, `certificates`,
-//! `kubernetesResources` and the conditions `CertificatesReady`, `KubeconfigsReady`,
-//! `DeploymentAvailable`, `KubernetesVersionAccepted`, `ExtraArgsApplied`, `Ready`.
+//! kubeconfig Secrets and the Deployment (built by [`build`](super::build)), then the status (by
+//! [`status`](super::status)): `CertificatesReady`, `KubeconfigsReady`, `DeploymentAvailable`,
+//! `KubernetesVersionAccepted`, `ExtraArgsApplied`, `Ready`.
 
 use std::{collections::BTreeMap, time::Instant};
 
-use k8s_openapi::{
-    api::{apps::v1::Deployment, core::v1::Secret},
-    apimachinery::pkg::apis::meta::v1::Condition,
-    jiff::Timestamp,
-};
-use kube::{
-    Api, ResourceExt as _,
-    api::{Patch, PatchParams},
-};
+use k8s_openapi::{api::apps::v1::Deployment, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+use kube::ResourceExt as _;
 use serde::Serialize;
-use serde_json::json;
 
 use super::{
-    Context, Error, apply,
-    build::tcp_conditions::{DATASTORE_EXCLUSIVE, DATASTORE_READY, OVERRIDES_APPLIED},
-    build::{self, Conditions, untampered},
-    cache::{self, Lookup},
-    control_planes::{StorageOutcome, StorageRecord},
-    fetch,
-    workload::{self, StorageView},
+    StorageOutcome, StorageRecord,
+    build::{self, StorageView},
+    status::{Owned, conditions::*, current, key, with_storage, write},
 };
-use crate::k8s::crd::{
-    CertificatesStatus, DeploymentStatusSummary, KubeconfigsStatus, KubernetesResourcesStatus,
-    KubernetesVersionState, KubernetesVersionStatus, SecretStatus, StorageStatus, TenantControlPlane,
+use crate::{
+    controller::{
+        Context, Error, apply,
+        build::{CHECKSUM_ANNOTATION, Conditions, untampered},
+        cache::{self, Lookup},
+        fetch,
+    },
+    k8s::crd::{
+        CertificatesStatus, DeploymentStatusSummary, KubeconfigsStatus, KubernetesResourcesStatus,
+        KubernetesVersionState, KubernetesVersionStatus, SecretStatus, TenantControlPlane,
+    },
 };
-
-/// Field manager of every TenantControlPlane status field the controller writes. One manager, so that
-/// a reconcile writes its status in one request (and each apply sends every field it owns).
-pub const STATUS_MANAGER: &str = "tenantplane-status";
-
-/// Condition types this phase owns.
-pub mod conditions {
-    /// Every certificate Secret is present and valid.
-    pub const CERTIFICATES_READY: &str = "CertificatesReady";
-    /// Every kubeconfig Secret is present and valid.
-    pub const KUBECONFIGS_READY: &str = "KubeconfigsReady";
-    /// The Deployment has rolled out completely.
-    pub const DEPLOYMENT_AVAILABLE: &str = "DeploymentAvailable";
-    /// `spec.kubernetes.version` is running (False: refused, the installed version keeps running).
-    pub const VERSION_ACCEPTED: &str = "KubernetesVersionAccepted";
-    /// Every user `extraArgs.apiServer` flag made it to the container.
-    pub const EXTRA_ARGS_APPLIED: &str = "ExtraArgsApplied";
-    /// The control plane serves.
-    pub const READY: &str = "Ready";
-    /// All of the above.
-    pub const OWNED: [&str; 6] = [
-        CERTIFICATES_READY,
-        KUBECONFIGS_READY,
-        DEPLOYMENT_AVAILABLE,
-        VERSION_ACCEPTED,
-        EXTRA_ARGS_APPLIED,
-        READY,
-    ];
-}
-use conditions::*;
-
-/// Condition types the datastore phase sets.
-const DATASTORE_OWNED: [&str; 3] = [DATASTORE_READY, OVERRIDES_APPLIED, DATASTORE_EXCLUSIVE];
-
-/// The status fields the controller writes: the datastore phase's record and this phase's fields.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Owned {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    storage: Option<StorageStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    observed_generation: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    control_plane_endpoint: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kubeconfig: Option<KubeconfigsStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    certificates: Option<CertificatesStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kubernetes_resources: Option<KubernetesResourcesStatus>,
-    conditions: Vec<Condition>,
-}
-
-/// The conditions the controller writes: this phase's and the datastore phase's.
-fn mine(conditions: &[Condition]) -> Vec<Condition> {
-    let mut out: Vec<Condition> = conditions
-        .iter()
-        .filter(|c| OWNED.contains(&c.type_.as_str()) || DATASTORE_OWNED.contains(&c.type_.as_str()))
-        .cloned()
-        .collect();
-    out.sort_by(|a, b| a.type_.cmp(&b.type_));
-    out
-}
-
-fn current(tcp: &TenantControlPlane) -> Owned {
-    let status = tcp.status.clone().unwrap_or_default();
-    Owned {
-        storage: status.storage,
-        observed_generation: status.observed_generation,
-        control_plane_endpoint: status.control_plane_endpoint,
-        kubeconfig: status.kubeconfig,
-        certificates: status.certificates,
-        kubernetes_resources: status.kubernetes_resources,
-        conditions: mine(&status.conditions),
-    }
-}
-
-async fn write(ctx: &Context, tcp: &TenantControlPlane, mut owned: Owned) -> Result<(), Error> {
-    owned.conditions = mine(&owned.conditions);
-    if owned == current(tcp) {
-        return Ok(());
-    }
-    let namespace = tcp
-        .namespace()
-        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let patch = json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1",
-        "kind": "TenantControlPlane",
-        "status": owned,
-    });
-    let written = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
-        .patch_status(
-            &tcp.name_any(),
-            &PatchParams::apply(STATUS_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-    ctx.caches.wrote_control_plane(written);
-    Ok(())
-}
-
-fn key(tcp: &TenantControlPlane) -> String {
-    format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any())
-}
-
-/// The datastore phase's record in place of the last one: its `storage`, and its conditions instead
-/// of every earlier datastore-phase condition (one it did not set this run is gone).
-fn with_storage(mut owned: Owned, record: StorageRecord) -> Owned {
-    owned.storage = record.storage;
-    owned
-        .conditions
-        .retain(|c| !DATASTORE_OWNED.contains(&c.type_.as_str()));
-    owned.conditions.extend(record.conditions);
-    owned
-}
-
-/// After a failed datastore phase: its record, `Ready=False` with the reason, every other field as it
-/// was.
-pub async fn record_failure(
-    ctx: &Context,
-    tcp: &TenantControlPlane,
-    err: &Error,
-    record: StorageRecord,
-) -> Result<(), Error> {
-    let mut owned = current(tcp);
-    let previous = owned.conditions.clone();
-    let mut conditions = Conditions::new(&previous, tcp.metadata.generation, Timestamp::now());
-    for c in previous.iter().filter(|c| OWNED.contains(&c.type_.as_str())) {
-        if c.type_ != READY {
-            conditions.set(
-                &c.type_,
-                match c.status.as_str() {
-                    "True" => Some(true),
-                    "False" => Some(false),
-                    _ => None,
-                },
-                &c.reason,
-                c.message.clone(),
-            );
-        }
-    }
-    conditions.set(
-        READY,
-        Some(false),
-        err.reason(),
-        format!("the datastore phase failed: {err}"),
-    );
-    owned.conditions = conditions.into_vec();
-    write(ctx, tcp, with_storage(owned, record)).await
-}
-
-fn secret_status(secret: &Secret, previous: Option<&SecretStatus>, now: Timestamp) -> SecretStatus {
-    build::secret_status(secret, previous, now)
-}
 
 /// Runs the phase and records its status, also on failure.
 pub async fn workload_phase(
@@ -268,7 +108,7 @@ async fn run(
     // Service first: its cluster IP goes into the apiserver certificate.
     *phase = "service";
     let started = Instant::now();
-    let desired_service = workload::service(tcp)?;
+    let desired_service = build::service(tcp)?;
     let cached = ctx.caches.service(&namespace, &desired_service.name_any()).await;
     let service = apply_unless_current(ctx, "Service", &key(tcp), &desired_service, cached, |s| {
         s.metadata.resource_version.clone()
@@ -280,7 +120,7 @@ async fn run(
         .as_ref()
         .and_then(|s| s.cluster_ip.clone())
         .filter(|ip| ip != "None" && !ip.is_empty());
-    owned.control_plane_endpoint = workload::control_plane_endpoint(tcp, Some(&service));
+    owned.control_plane_endpoint = build::control_plane_endpoint(tcp, Some(&service));
 
     // Certificates and kubeconfigs.
     *phase = "certificates";
@@ -298,8 +138,8 @@ async fn run(
             )
         }
     };
-    let cert_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().take(6).collect();
-    let kubeconfig_names: Vec<String> = workload::pki_secret_names(tcp).into_iter().skip(6).collect();
+    let cert_names: Vec<String> = build::pki_secret_names(tcp).into_iter().take(6).collect();
+    let kubeconfig_names: Vec<String> = build::pki_secret_names(tcp).into_iter().skip(6).collect();
     // A run that generated none of them keeps the message of the run that did: "reused" alone is no
     // news, and would cost a status write.
     let steady = |type_: &str, names: &[String], fresh: String| {
@@ -340,39 +180,39 @@ async fn run(
     );
     let previous_kc = owned.kubeconfig.clone().unwrap_or_default();
     let status_of = |name: String, previous: Option<&SecretStatus>| {
-        pki.get(&name).map(|s| secret_status(s, previous, now))
+        pki.get(&name).map(|s| build::secret_status(s, previous, now))
     };
     owned.kubeconfig = Some(KubeconfigsStatus {
-        admin: status_of(workload::admin_kubeconfig_name(tcp), previous_kc.admin.as_ref()),
+        admin: status_of(build::admin_kubeconfig_name(tcp), previous_kc.admin.as_ref()),
         controller_manager: status_of(
-            workload::controller_manager_kubeconfig_name(tcp),
+            build::controller_manager_kubeconfig_name(tcp),
             previous_kc.controller_manager.as_ref(),
         ),
         scheduler: status_of(
-            workload::scheduler_kubeconfig_name(tcp),
+            build::scheduler_kubeconfig_name(tcp),
             previous_kc.scheduler.as_ref(),
         ),
     });
     let previous_certs = owned.certificates.clone().unwrap_or_default();
     owned.certificates = Some(CertificatesStatus {
-        ca: status_of(workload::ca_secret_name(tcp), previous_certs.ca.as_ref()),
+        ca: status_of(build::ca_secret_name(tcp), previous_certs.ca.as_ref()),
         api_server: status_of(
-            workload::apiserver_secret_name(tcp),
+            build::apiserver_secret_name(tcp),
             previous_certs.api_server.as_ref(),
         ),
         api_server_kubelet_client: status_of(
-            workload::kubelet_client_secret_name(tcp),
+            build::kubelet_client_secret_name(tcp),
             previous_certs.api_server_kubelet_client.as_ref(),
         ),
         front_proxy_ca: status_of(
-            workload::front_proxy_ca_secret_name(tcp),
+            build::front_proxy_ca_secret_name(tcp),
             previous_certs.front_proxy_ca.as_ref(),
         ),
         front_proxy_client: status_of(
-            workload::front_proxy_client_secret_name(tcp),
+            build::front_proxy_client_secret_name(tcp),
             previous_certs.front_proxy_client.as_ref(),
         ),
-        sa: status_of(workload::sa_secret_name(tcp), previous_certs.sa.as_ref()),
+        sa: status_of(build::sa_secret_name(tcp), previous_certs.sa.as_ref()),
     });
 
     // Deployment.
@@ -383,7 +223,7 @@ async fn run(
         .version
         .as_ref()
         .and_then(|v| v.version.clone());
-    let (running, refused) = workload::version_to_run(&tcp.spec.kubernetes.version, installed.as_deref());
+    let (running, refused) = build::version_to_run(&tcp.spec.kubernetes.version, installed.as_deref());
     match &refused {
         Some((reason, message)) => {
             conditions.set(VERSION_ACCEPTED, Some(false), reason, message.clone());
@@ -404,20 +244,20 @@ async fn run(
         config_checksum: storage
             .config
             .annotations()
-            .get(build::CHECKSUM_ANNOTATION)
+            .get(CHECKSUM_ANNOTATION)
             .cloned()
             .unwrap_or_default(),
         certificate: storage.certificate.as_ref().map(|c| {
             (
                 c.annotations()
-                    .get(build::CHECKSUM_ANNOTATION)
+                    .get(CHECKSUM_ANNOTATION)
                     .cloned()
                     .unwrap_or_default(),
                 c.data.as_ref().is_some_and(|d| d.contains_key("server.key")),
             )
         }),
     };
-    let built = workload::deployment(tcp, &view, &pki, &running, settings)?;
+    let built = build::deployment(tcp, &view, &pki, &running, settings)?;
     if built.apiserver_args.dropped.is_empty() {
         conditions.set(
             EXTRA_ARGS_APPLIED,
@@ -449,7 +289,7 @@ async fn run(
 
     // Status from the applied Deployment.
     *phase = "status";
-    let (state, available) = workload::version_state(&applied, &running, installed.as_deref());
+    let (state, available) = build::version_state(&applied, &running, installed.as_deref());
     let version = KubernetesVersionStatus {
         version: if matches!(
             state,
@@ -461,7 +301,7 @@ async fn run(
         },
         status: Some(state),
     };
-    let mut summary = workload::deployment_summary(&applied, &now.to_string());
+    let mut summary = build::deployment_summary(&applied, &now.to_string());
     if let Some(prev) = &previous_resources.deployment {
         let same = DeploymentStatusSummary {
             last_update: prev.last_update.clone(),
@@ -475,7 +315,7 @@ async fn run(
         version: Some(version),
         deployment: Some(summary),
     });
-    let replicas = workload::replicas(tcp);
+    let replicas = build::replicas(tcp);
     if available {
         conditions.set(
             DEPLOYMENT_AVAILABLE,
@@ -488,7 +328,7 @@ async fn run(
         );
         let endpoint = owned.control_plane_endpoint.clone().unwrap_or_default();
         let ca = pki
-            .get(&workload::ca_secret_name(tcp))
+            .get(&build::ca_secret_name(tcp))
             .and_then(|s| s.data.as_ref()?.get("ca.crt").cloned())
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
             .unwrap_or_default();
@@ -570,8 +410,8 @@ pub async fn write_pki(
     namespace: &str,
     cluster_ip: Option<&str>,
     now: Timestamp,
-) -> Result<workload::Pki, Error> {
-    let names = workload::pki_secret_names(tcp);
+) -> Result<build::Pki, Error> {
+    let names = build::pki_secret_names(tcp);
     let mut live = false;
     loop {
         let mut existing = BTreeMap::new();
@@ -602,7 +442,7 @@ pub async fn write_pki(
                 .filter_map(|(name, secret)| Some((name, secret?)))
                 .collect();
         }
-        let pki = workload::pki(
+        let pki = build::pki(
             tcp,
             &existing,
             cluster_ip,

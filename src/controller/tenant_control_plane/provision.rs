@@ -1,26 +1,24 @@
-//! The TenantControlPlane controller. This module runs the **datastore phase**: the tenant's space and
-//! user on the primary DataStore and on every override, the `<tcp>-datastore-config` and
-//! `<tcp>-datastore-certificate` Secrets, `status.storage` and the conditions `DataStoreReady`,
-//! `OverridesApplied` and `DataStoreExclusive`. Later phases (certificates, kubeconfigs, the
-//! Deployment) plug in after [`datastore_phase`] and get its [`StorageOutcome`].
-
-use std::sync::Arc;
+//! The TenantControlPlane **datastore phase**: the tenant's space and user on the primary DataStore
+//! and on every override, the `<tcp>-datastore-config` and `<tcp>-datastore-certificate` Secrets,
+//! `status.storage` and the conditions `DataStoreReady`, `OverridesApplied` and `DataStoreExclusive`;
+//! and, on deletion, the removal of the tenant from every DataStore it used.
 
 use k8s_openapi::{api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
-use kube::{Api, ResourceExt as _, runtime::controller::Action};
+use kube::ResourceExt as _;
 
 use super::{
-    Context, Error, TCP_FINALIZER, apply,
-    build::{self, Conditions, ResolvedDataStore, tcp_conditions::*},
-    fetch,
+    build::{self, tcp_conditions::*},
+    fetch::ready_datastore,
 };
 use crate::{
-    datastore::{AnyDriver, Driver as _, TenantSpace},
+    controller::{
+        Context, Error, apply,
+        build::{CHECKSUM_ANNOTATION, Conditions},
+        fetch,
+    },
+    datastore::{Driver as _, TenantSpace},
     k8s::crd::{DataStoreOverride, Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
 };
-
-/// The controller's name in metrics.
-pub const CONTROLLER: &str = "tenantcontrolplane";
 
 /// What the datastore phase hands to the next phases.
 #[derive(Debug)]
@@ -39,74 +37,6 @@ pub struct StorageOutcome {
     pub endpoints: Vec<String>,
     /// `(resource, endpoints)` of each override, in spec order.
     pub overrides: Vec<(String, Vec<String>)>,
-}
-
-/// Reconciles one TenantControlPlane and records the outcome (Event, metrics).
-pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
-    // A reconcile that follows this controller's status write at once may get the object from before it.
-    let tcp = ctx.caches.newer_control_plane(tcp);
-    ctx.metrics.in_flight(CONTROLLER, 1);
-    let started = std::time::Instant::now();
-    let result = match tokio::time::timeout(ctx.settings.reconcile_timeout, reconcile_inner(&tcp, &ctx)).await
-    {
-        Ok(result) => result,
-        Err(_) => Err(Error::NotReady {
-            reason: "ReconcileTimeout",
-            message: format!(
-                "the reconcile did not finish within {:?}; it is retried",
-                ctx.settings.reconcile_timeout
-            ),
-        }),
-    };
-    ctx.metrics.phase("total", started.elapsed().as_secs_f64());
-    ctx.metrics.in_flight(CONTROLLER, -1);
-    if tcp.metadata.deletion_timestamp.is_some() && result.is_ok() {
-        ctx.metrics.set_status(
-            &format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any()),
-            None,
-        );
-    }
-    ctx.observe(CONTROLLER, tcp.as_ref(), &result).await;
-    result
-}
-
-/// Backoff for transient errors; permanent ones wait for a change.
-pub fn error_policy(tcp: Arc<TenantControlPlane>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.error_action(CONTROLLER, tcp.as_ref(), err)
-}
-
-async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> {
-    let namespace = tcp
-        .namespace()
-        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let api = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace);
-    if tcp.metadata.deletion_timestamp.is_some() {
-        let key = format!("{namespace}/{}", tcp.name_any());
-        ctx.record_provisioned(&key, None);
-        ctx.caches.forget_control_plane(&key);
-        if apply::has_finalizer(tcp, TCP_FINALIZER) {
-            cleanup(tcp, ctx).await?;
-            apply::remove_finalizer(&api, tcp, TCP_FINALIZER).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    apply::add_finalizer(&api, tcp, TCP_FINALIZER).await?;
-
-    let started = std::time::Instant::now();
-    let (storage, record) = datastore_phase(tcp, ctx).await;
-    ctx.metrics.phase("datastore", started.elapsed().as_secs_f64());
-    let storage: StorageOutcome = match storage {
-        Ok(storage) => storage,
-        Err(err) => {
-            ctx.metrics.phase_failed("datastore", err.reason());
-            if let Err(write) = super::tcp_workload::record_failure(ctx, tcp, &err, record).await {
-                tracing::warn!(object = %tcp.name_any(), "recording Ready=False failed: {write}");
-            }
-            return Err(err);
-        }
-    };
-    super::tcp_workload::workload_phase(tcp, ctx, &storage, record).await?;
-    Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// What the datastore phase records in status (written together with the later phases' fields, in
@@ -155,29 +85,6 @@ pub async fn datastore_phase(
         conditions: conditions.into_vec(),
     };
     (result, record)
-}
-
-async fn ready_datastore(ctx: &Context, name: &str) -> Result<(ResolvedDataStore, Arc<AnyDriver>), Error> {
-    let Some(ds) = fetch::datastore(ctx, name).await? else {
-        return Err(Error::Invalid {
-            reason: "DataStoreNotFound",
-            message: format!("DataStore {name} not found"),
-        });
-    };
-    let ready = ds.status.as_ref().is_some_and(|s| s.ready);
-    if !ready {
-        let why = ds
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| c.message.clone())
-            .unwrap_or_else(|| "not checked yet".into());
-        return Err(Error::NotReady {
-            reason: "DataStoreNotReady",
-            message: format!("DataStore {name} is not ready: {why}"),
-        });
-    }
-    fetch::driver(ctx, &ds).await
 }
 
 async fn provision(
@@ -333,7 +240,7 @@ async fn provision(
             (config, certificate)
         }
     };
-    let checksum = config.annotations().get(build::CHECKSUM_ANNOTATION).cloned();
+    let checksum = config.annotations().get(CHECKSUM_ANNOTATION).cloned();
     storage.driver = Some(primary.driver.to_string());
     storage.data_store_name = Some(primary_name.clone());
     storage.setup = Some(build::setup_status(&space, checksum, storage.setup.as_ref(), now));
@@ -427,7 +334,7 @@ async fn provision(
     if !skip {
         ctx.record_provisioned(
             &cache_key,
-            Some(super::Provisioned {
+            Some(crate::controller::Provisioned {
                 fingerprint,
                 config_version: config.metadata.resource_version.clone(),
                 certificate_version: certificate
@@ -514,7 +421,7 @@ async fn deprovision_on(
 
 /// On deletion: removes the tenant from every override recorded in status (including those removed
 /// from the spec) and from the primary.
-async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
+pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     let storage = build::initial_storage(tcp);
     for o in &storage.overrides {
         deprovision_override(ctx, tcp, o).await?;

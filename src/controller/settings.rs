@@ -1,0 +1,73 @@
+//! What the controllers are configured with (`src/config.rs` maps the CLI flags into these).
+
+use std::time::Duration;
+
+use crate::pki::KeyAlgorithm;
+
+/// Default kine image (upstream's `--kine-image` default).
+pub const DEFAULT_KINE_IMAGE: &str = "rancher/kine:v0.11.10-amd64";
+const DAY: i64 = 24 * 3600;
+
+/// What the controllers watch and how many objects they reconcile at once.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// Reconciles of each controller that may run at once.
+    pub concurrency: u16,
+    /// Only TenantControlPlanes of this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// Only DataStores matching this label selector (all when `None`).
+    pub datastore_selector: Option<String>,
+    /// Only TenantControlPlanes matching this label selector are reconciled (all when `None`). `usedBy`
+    /// (from the controller's cache) then counts only those; NATS exclusivity still lists every one in scope.
+    pub control_plane_selector: Option<String>,
+    /// Identity in Events (`reportingInstance`) and in the Lease.
+    pub identity: String,
+    /// Requeue interval of a healthy object (re-checks DataStores, re-provisions tenants).
+    pub resync: Duration,
+    /// DataStore written into TenantControlPlanes that name none (Kamaji's `--datastore`).
+    pub default_datastore: Option<String>,
+    /// How long one reconcile may take.
+    pub reconcile_timeout: Duration,
+    /// Certificates, kine image.
+    pub workload: WorkloadSettings,
+}
+
+impl ControllerSettings {
+    /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
+    /// reconcile.
+    pub fn new(identity: impl Into<String>) -> Self {
+        Self {
+            concurrency: 16,
+            reconcile_timeout: Duration::from_secs(30),
+            workload: WorkloadSettings::default(),
+            namespace: None,
+            datastore_selector: None,
+            control_plane_selector: None,
+            identity: identity.into(),
+            resync: Duration::from_secs(300),
+            default_datastore: None,
+        }
+    }
+}
+
+/// Settings of the workload build.
+#[derive(Debug, Clone)]
+pub struct WorkloadSettings {
+    /// Certificates expiring within this many seconds are regenerated.
+    pub rotation_threshold_secs: i64,
+    /// The kine sidecar image.
+    pub kine_image: String,
+    /// Key type of new certificates and of the service-account key.
+    pub key_algorithm: KeyAlgorithm,
+}
+
+impl Default for WorkloadSettings {
+    /// 30 days, upstream's kine image.
+    fn default() -> Self {
+        Self {
+            rotation_threshold_secs: 30 * DAY,
+            kine_image: DEFAULT_KINE_IMAGE.into(),
+            key_algorithm: KeyAlgorithm::default(),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The components' command-line args: managed flags, defaults and the user's extraArgs.
+
+use super::*;
+
+pub(super) fn flag_name(arg: &str) -> &str {
+    let bare = arg.trim_start_matches('-');
+    bare.split_once('=').map(|(k, _)| k).unwrap_or(bare)
+}
+
+pub(super) fn render(flags: &BTreeMap<String, String>) -> Vec<String> {
+    flags.iter().map(|(k, v)| format!("--{k}={v}")).collect()
+}
+
+/// The merged args of a component and the user flags that were dropped because they collide with a
+/// managed flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// Final args.
+    pub args: Vec<String>,
+    /// User flags dropped (verbatim).
+    pub dropped: Vec<String>,
+}
+
+/// Managed flags always win (a user duplicate is dropped and reported), defaults yield to a user flag,
+/// the managed and default segment is sorted and user flags follow verbatim.
+pub fn merge_args(
+    managed: &BTreeMap<String, String>,
+    defaults: &BTreeMap<String, String>,
+    user: &[String],
+) -> Args {
+    let mut dropped = Vec::new();
+    let mut extras = Vec::new();
+    let user_names: BTreeSet<&str> = user.iter().map(|a| flag_name(a)).collect();
+    for arg in user {
+        if managed.contains_key(flag_name(arg)) {
+            dropped.push(arg.clone());
+        } else {
+            extras.push(arg.clone());
+        }
+    }
+    let mut base = managed.clone();
+    for (k, v) in defaults {
+        if !user_names.contains(k.as_str()) && !base.contains_key(k) {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    let mut args = render(&base);
+    args.extend(extras);
+    Args { args, dropped }
+}
+
+fn with_scheme(endpoint: &str) -> String {
+    if endpoint.contains("://") {
+        endpoint.to_string()
+    } else {
+        format!("https://{endpoint}")
+    }
+}
+
+/// `--etcd-servers-overrides`: `<resource>#https://ep1;https://ep2`, joined with `,`, in spec order.
+pub fn etcd_servers_overrides(overrides: &[(String, Vec<String>)]) -> Option<String> {
+    (!overrides.is_empty()).then(|| {
+        overrides
+            .iter()
+            .map(|(resource, eps)| {
+                format!(
+                    "{resource}#{}",
+                    eps.iter().map(|e| with_scheme(e)).collect::<Vec<_>>().join(";")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+fn kv(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+/// kube-apiserver's args.
+pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
+    let np = tcp.spec.network_profile.clone().unwrap_or_default();
+    let admission = tcp
+        .spec
+        .kubernetes
+        .admission_controllers
+        .clone()
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| DEFAULT_ADMISSION_PLUGINS.iter().map(|s| s.to_string()).collect());
+    let address_types = tcp
+        .spec
+        .kubernetes
+        .kubelet
+        .preferred_address_types
+        .as_ref()
+        .map(|t| {
+            t.iter()
+                .map(|a| {
+                    serde_json::to_value(a)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                })
+                .collect::<Option<Vec<_>>>()
+                .unwrap_or_default()
+        })
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| vec!["Hostname".into(), "InternalIP".into(), "ExternalIP".into()]);
+    let mut managed = kv(&[
+        ("client-ca-file", format!("{PKI}/ca.crt")),
+        ("enable-admission-plugins", admission.join(",")),
+        ("service-cluster-ip-range", service_cidrs(tcp).join(",")),
+        (
+            "kubelet-client-certificate",
+            format!("{PKI}/apiserver-kubelet-client.crt"),
+        ),
+        (
+            "kubelet-client-key",
+            format!("{PKI}/apiserver-kubelet-client.key"),
+        ),
+        ("kubelet-preferred-address-types", address_types.join(",")),
+        ("proxy-client-cert-file", format!("{PKI}/front-proxy-client.crt")),
+        ("proxy-client-key-file", format!("{PKI}/front-proxy-client.key")),
+        ("requestheader-allowed-names", "front-proxy-client".into()),
+        (
+            "requestheader-client-ca-file",
+            format!("{PKI}/front-proxy-ca.crt"),
+        ),
+        ("secure-port", port(tcp).to_string()),
+        ("service-account-key-file", format!("{PKI}/sa.pub")),
+        ("service-account-signing-key-file", format!("{PKI}/sa.key")),
+        ("tls-cert-file", format!("{PKI}/apiserver.crt")),
+        ("tls-private-key-file", format!("{PKI}/apiserver.key")),
+    ]);
+    if let Some(address) = np
+        .advertise_address
+        .clone()
+        .filter(|a| !a.is_empty())
+        .or_else(|| np.address.clone().filter(|a| a.parse::<IpAddr>().is_ok()))
+    {
+        managed.insert("advertise-address".into(), address);
+    }
+    match storage.driver {
+        Driver::Etcd => {
+            managed.insert(
+                "etcd-servers".into(),
+                storage
+                    .endpoints
+                    .iter()
+                    .map(|e| with_scheme(e))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            managed.insert("etcd-prefix".into(), format!("/{}", storage.schema));
+            managed.insert("etcd-cafile".into(), format!("{PKI}/etcd/ca.crt"));
+            managed.insert("etcd-certfile".into(), format!("{PKI}/etcd/server.crt"));
+            managed.insert("etcd-keyfile".into(), format!("{PKI}/etcd/server.key"));
+            managed.insert("etcd-compaction-interval".into(), "0".into());
+        }
+        _ => {
+            managed.insert("etcd-servers".into(), "unix:///uds/kine".into());
+        }
+    }
+    if let Some(o) = etcd_servers_overrides(&storage.overrides) {
+        managed.insert("etcd-servers-overrides".into(), o);
+    }
+    let user = user_args(tcp, |e| e.api_server.clone());
+    let mut defaults = kv(&[
+        ("allow-privileged", "true".into()),
+        ("enable-bootstrap-token-auth", "true".into()),
+        ("requestheader-extra-headers-prefix", "X-Remote-Extra-".into()),
+        ("requestheader-group-headers", "X-Remote-Group".into()),
+        ("requestheader-username-headers", "X-Remote-User".into()),
+        (
+            "service-account-issuer",
+            format!("https://kubernetes.default.svc.{}", cluster_domain(tcp)),
+        ),
+    ]);
+    if !user.iter().any(|a| flag_name(a) == "authorization-config") {
+        defaults.insert("authorization-mode".into(), "Node,RBAC".into());
+    }
+    // Overrides are always Tenantplane's: a user value is dropped, with or without overrides.
+    let (own, user): (Vec<String>, Vec<String>) = user
+        .into_iter()
+        .partition(|a| flag_name(a) == "etcd-servers-overrides" && !managed.contains_key(flag_name(a)));
+    let mut merged = merge_args(&managed, &defaults, &user);
+    merged.dropped.extend(own);
+    merged
+}
+
+fn user_args(
+    tcp: &TenantControlPlane,
+    pick: impl Fn(&crate::k8s::crd::ComponentExtraArgs) -> Option<Vec<String>>,
+) -> Vec<String> {
+    tcp.spec
+        .control_plane
+        .deployment
+        .as_ref()
+        .and_then(|d| d.extra_args.as_ref())
+        .and_then(pick)
+        .unwrap_or_default()
+}
+
+/// kube-controller-manager's args: the user's extraArgs override these (map merge, sorted).
+pub fn controller_manager_args(tcp: &TenantControlPlane) -> Vec<String> {
+    let conf = "/etc/kubernetes/controller-manager.conf".to_string();
+    let mut flags = kv(&[
+        ("allocate-node-cidrs", "true".into()),
+        ("authentication-kubeconfig", conf.clone()),
+        ("authorization-kubeconfig", conf.clone()),
+        ("bind-address", "0.0.0.0".into()),
+        ("client-ca-file", format!("{PKI}/ca.crt")),
+        ("cluster-cidr", pod_cidrs(tcp).join(",")),
+        ("cluster-name", tcp.name_any()),
+        ("cluster-signing-cert-file", format!("{PKI}/ca.crt")),
+        ("cluster-signing-key-file", format!("{PKI}/ca.key")),
+        ("controllers", "*,bootstrapsigner,tokencleaner".into()),
+        ("kubeconfig", conf),
+        ("leader-elect", "true".into()),
+        (
+            "requestheader-client-ca-file",
+            format!("{PKI}/front-proxy-ca.crt"),
+        ),
+        ("root-ca-file", format!("{PKI}/ca.crt")),
+        ("service-account-private-key-file", format!("{PKI}/sa.key")),
+        ("service-cluster-ip-range", service_cidrs(tcp).join(",")),
+        ("use-service-account-credentials", "true".into()),
+    ]);
+    for arg in user_args(tcp, |e| e.controller_manager.clone()) {
+        let bare = arg.trim_start_matches('-');
+        let (k, v) = bare.split_once('=').unwrap_or((bare, "true"));
+        flags.insert(k.to_string(), v.to_string());
+    }
+    render(&flags)
+}
+
+/// kube-scheduler's args: the user's extraArgs, then the forced kubeconfig, bind and leader flags.
+pub fn scheduler_args(tcp: &TenantControlPlane) -> Vec<String> {
+    let conf = "/etc/kubernetes/scheduler.conf".to_string();
+    let mut flags = BTreeMap::new();
+    for arg in user_args(tcp, |e| e.scheduler.clone()) {
+        let bare = arg.trim_start_matches('-');
+        let (k, v) = bare.split_once('=').unwrap_or((bare, "true"));
+        flags.insert(k.to_string(), v.to_string());
+    }
+    for (k, v) in [
+        ("authentication-kubeconfig", conf.clone()),
+        ("authorization-kubeconfig", conf.clone()),
+        ("kubeconfig", conf),
+        ("bind-address", "0.0.0.0".into()),
+        ("leader-elect", "true".into()),
+    ] {
+        flags.insert(k.to_string(), v);
+    }
+    render(&flags)
+}
+
+/// kine's args: listen address and TLS files, the user's extraArgs over them, then `--endpoint` last.
+pub fn kine_args(tcp: &TenantControlPlane, storage: &StorageView) -> Vec<String> {
+    let mut flags = kv(&[("listen-address", "unix:///uds/kine".into())]);
+    if let Some((_, client)) = &storage.certificate {
+        flags.insert("ca-file".into(), "/certs/ca.crt".into());
+        if *client {
+            flags.insert("cert-file".into(), "/certs/server.crt".into());
+            flags.insert("key-file".into(), "/certs/server.key".into());
+        }
+    }
+    for arg in user_args(tcp, |e| e.kine.clone()) {
+        let bare = arg.trim_start_matches('-');
+        let (k, v) = bare.split_once('=').unwrap_or((bare, "true"));
+        if k != "endpoint" {
+            flags.insert(k.to_string(), v.to_string());
+        }
+    }
+    let mut args = render(&flags);
+    let endpoint = match storage.driver {
+        Driver::MySQL => "mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)",
+        Driver::PostgreSQL => "postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)",
+        _ => "nats://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)?bucket=$(DB_SCHEMA)&noEmbed",
+    };
+    args.push(format!("--endpoint={endpoint}"));
+    args
+}

@@ -1,0 +1,133 @@
+//! What the datastore phase decides: the NATS holder, the overrides, the provisioning fingerprint.
+
+use super::*;
+
+/// For a NATS DataStore: the other TenantControlPlane that holds it, if any. The holder is one whose
+/// status records the DataStore (it was provisioned there); else, among those naming it in the spec,
+/// the oldest (then by `namespace/name`), so two new ones agree on who wins.
+pub fn nats_holder(
+    tcp: &TenantControlPlane,
+    data_store: &str,
+    tcps: &[TenantControlPlane],
+) -> Option<String> {
+    let key = |t: &TenantControlPlane| format!("{}/{}", t.namespace().unwrap_or_default(), t.name_any());
+    let me = key(tcp);
+    let recorded = |t: &TenantControlPlane| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.storage.as_ref())
+            .and_then(|s| s.data_store_name.as_deref())
+            == Some(data_store)
+    };
+    if recorded(tcp) {
+        return None;
+    }
+    if let Some(holder) = tcps.iter().filter(|t| key(t) != me).find(|t| recorded(t)) {
+        return Some(key(holder));
+    }
+    let oldest = tcps
+        .iter()
+        .chain(std::iter::once(tcp))
+        .filter(|t| t.metadata.deletion_timestamp.is_none() || key(t) == me)
+        .filter(|t| t.spec.data_store.as_deref() == Some(data_store))
+        .min_by_key(|t| (t.metadata.creation_timestamp.clone().map(|c| c.0), key(t)))?;
+    (key(oldest) != me).then(|| key(oldest))
+}
+
+/// Checks the overrides against the primary: the primary and each override must be etcd, sharing the
+/// primary's CA certificate (kube-apiserver has one etcd CA and one client certificate for all).
+pub fn validate_overrides(
+    primary: &ResolvedDataStore,
+    overrides: &[(DataStoreOverride, Option<ResolvedDataStore>)],
+) -> Result<(), Error> {
+    if overrides.is_empty() {
+        return Ok(());
+    }
+    let problem = |reason: &'static str, message: String| Error::Overrides { reason, message };
+    if primary.driver != Driver::Etcd {
+        return Err(problem(
+            "PrimaryNotEtcd",
+            format!(
+                "dataStoreOverrides need an etcd primary; DataStore {} is {}",
+                primary.name, primary.driver
+            ),
+        ));
+    }
+    for (o, ds) in overrides {
+        let Some(ds) = ds else {
+            return Err(problem(
+                "OverrideDataStoreNotFound",
+                format!("override {}: DataStore {} not found", o.resource, o.data_store),
+            ));
+        };
+        if ds.driver != Driver::Etcd {
+            return Err(problem(
+                "OverrideNotEtcd",
+                format!(
+                    "override {}: DataStore {} is {}, overrides must be etcd",
+                    o.resource, ds.name, ds.driver
+                ),
+            ));
+        }
+        if ds.ca_cert().map(str::trim) != primary.ca_cert().map(str::trim) {
+            return Err(problem(
+                "OverrideCANotShared",
+                format!(
+                    "override {}: DataStore {} has a different CA certificate than the primary DataStore {}; \
+                     kube-apiserver uses one etcd CA and client certificate, so every override must share the primary's CA",
+                    o.resource, ds.name, primary.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The recorded overrides that the spec no longer asks for (removed, or moved to another DataStore):
+/// they are deprovisioned, then dropped from status.
+pub fn stale_overrides<'a>(
+    recorded: &'a [OverrideStorageStatus],
+    spec: &[DataStoreOverride],
+) -> Vec<&'a OverrideStorageStatus> {
+    recorded
+        .iter()
+        .filter(|r| {
+            !spec
+                .iter()
+                .any(|s| s.resource == r.resource && Some(&s.data_store) == r.data_store_name.as_ref())
+        })
+        .collect()
+}
+
+/// What a TenantControlPlane's datastore provisioning depends on: the TCP (uid, schema, user,
+/// overrides) and every resolved DataStore with its credentials, as a SHA-256 hex digest. The same
+/// fingerprint with untouched Secrets lets a reconcile skip provisioning it did moments ago.
+pub fn provision_fingerprint(
+    tcp: &TenantControlPlane,
+    schema: &str,
+    user: &str,
+    primary: &ResolvedDataStore,
+    overrides: &[(DataStoreOverride, Option<ResolvedDataStore>)],
+) -> String {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [tcp.metadata.uid.as_deref().unwrap_or_default(), schema, user] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    primary.digest_into(&mut digest);
+    for (o, ds) in overrides {
+        digest.update(o.resource.as_bytes());
+        digest.update(b"\0");
+        digest.update(o.data_store.as_bytes());
+        digest.update(b"\0");
+        if let Some(ds) = ds {
+            ds.digest_into(&mut digest);
+        }
+    }
+    digest
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
