@@ -1,4 +1,17 @@
-//! The Deployment `<tcp>`: kube-apiserver, kube-controller-manager, kube-scheduler and, for SQL and NATS, kine.
+//! The Deployment `<tcp>`: kube-apiserver, kube-controller-manager, kube-scheduler and, for SQL and
+//! NATS, kine; typed `k8s-openapi` objects, so a misspelt field does not compile.
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment},
+        core::v1::{
+            Container, ContainerPort, EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, KeyToPath,
+            PodSpec, PodTemplateSpec, Probe, ProjectedVolumeSource, SecretEnvSource, SecretProjection,
+            SecretVolumeSource, Volume, VolumeMount, VolumeProjection,
+        },
+    },
+    apimachinery::pkg::{apis::meta::v1::LabelSelector, util::intstr::IntOrString},
+};
 
 use super::*;
 
@@ -70,12 +83,342 @@ pub fn pod_checksum(pki: &Pki, storage: &StorageView) -> String {
     sha(&parts.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-fn probe(path: &str, port: i32) -> serde_json::Value {
-    json!({
-        "httpGet": {"path": path, "port": port, "scheme": "HTTPS"},
-        "initialDelaySeconds": 0, "timeoutSeconds": 1, "periodSeconds": 10,
-        "successThreshold": 1, "failureThreshold": 3,
+/// An HTTPS GET probe of `path` on `port` (upstream's timings).
+fn probe(path: &str, port: i32) -> Option<Probe> {
+    Some(Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::Int(port),
+            scheme: Some("HTTPS".into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: Some(0),
+        timeout_seconds: Some(1),
+        period_seconds: Some(10),
+        success_threshold: Some(1),
+        failure_threshold: Some(3),
+        ..Default::default()
     })
+}
+
+fn strings<S: ToString>(items: &[S]) -> Option<Vec<String>> {
+    Some(items.iter().map(ToString::to_string).collect())
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+/// A mount of one key of a Secret volume as a file.
+fn file_mount(name: &str, path: &str, sub_path: &str) -> VolumeMount {
+    VolumeMount {
+        sub_path: Some(sub_path.into()),
+        ..mount(name, path, true)
+    }
+}
+
+fn tcp_port(name: &str, port: i32) -> Option<Vec<ContainerPort>> {
+    Some(vec![ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }])
+}
+
+fn secret_volume(name: &str, secret: String) -> Volume {
+    Volume {
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret),
+            default_mode: Some(420),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn empty_dir(name: &str, medium: Option<&str>) -> Volume {
+    Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: medium.map(Into::into),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The projected `etc-kubernetes-pki` volume: every certificate Secret and, for etcd, the datastore
+/// certificate under `etcd/`.
+fn pki_volume(tcp: &TenantControlPlane, etcd: bool) -> Volume {
+    let items = |secret: String, keys: &[&str], prefix: &str| VolumeProjection {
+        secret: Some(SecretProjection {
+            name: secret,
+            items: Some(
+                keys.iter()
+                    .map(|k| KeyToPath {
+                        key: k.to_string(),
+                        path: format!("{prefix}{k}"),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut sources = vec![
+        items(ca_secret_name(tcp), &["ca.crt", "ca.key"], ""),
+        items(
+            apiserver_secret_name(tcp),
+            &["apiserver.crt", "apiserver.key"],
+            "",
+        ),
+        items(
+            kubelet_client_secret_name(tcp),
+            &["apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"],
+            "",
+        ),
+        items(
+            front_proxy_ca_secret_name(tcp),
+            &["front-proxy-ca.crt", "front-proxy-ca.key"],
+            "",
+        ),
+        items(
+            front_proxy_client_secret_name(tcp),
+            &["front-proxy-client.crt", "front-proxy-client.key"],
+            "",
+        ),
+        items(sa_secret_name(tcp), &["sa.pub", "sa.key"], ""),
+    ];
+    if etcd {
+        sources.push(items(
+            certificate_secret_name(tcp),
+            &["ca.crt", "server.crt", "server.key"],
+            "etcd/",
+        ));
+    }
+    Volume {
+        name: "etc-kubernetes-pki".into(),
+        projected: Some(ProjectedVolumeSource {
+            sources: Some(sources),
+            default_mode: Some(420),
+        }),
+        ..Default::default()
+    }
+}
+
+/// kube-apiserver, kube-controller-manager and kube-scheduler.
+fn control_plane_containers(
+    tcp: &TenantControlPlane,
+    version: &str,
+    apiserver_args: &[String],
+    kine: bool,
+) -> [Container; 3] {
+    let port = port(tcp);
+    let resources = tcp
+        .spec
+        .control_plane
+        .deployment
+        .as_ref()
+        .and_then(|d| d.resources.clone())
+        .unwrap_or_default();
+    let [apiserver_image, cm_image, scheduler_image] = images(tcp, version);
+    let mut apiserver_mounts = vec![mount("etc-kubernetes-pki", PKI, true)];
+    if kine {
+        apiserver_mounts.push(mount("kine-uds", "/uds", false));
+    }
+    let apiserver = Container {
+        name: "kube-apiserver".into(),
+        image: Some(apiserver_image),
+        image_pull_policy: Some("Always".into()),
+        command: strings(&["kube-apiserver"]),
+        args: Some(apiserver_args.to_vec()),
+        ports: tcp_port("kube-apiserver", port),
+        liveness_probe: probe("/livez", port),
+        readiness_probe: probe("/readyz", port),
+        startup_probe: probe("/livez", port),
+        resources: Some(resources.api_server.clone().unwrap_or_default()),
+        volume_mounts: Some(apiserver_mounts),
+        ..Default::default()
+    };
+    let controller_manager = Container {
+        name: "kube-controller-manager".into(),
+        image: Some(cm_image),
+        command: strings(&["kube-controller-manager"]),
+        args: Some(controller_manager_args(tcp)),
+        volume_mounts: Some(vec![
+            mount("etc-kubernetes-pki", PKI, true),
+            file_mount(
+                "controller-manager-kubeconfig",
+                "/etc/kubernetes/controller-manager.conf",
+                "controller-manager.conf",
+            ),
+        ]),
+        liveness_probe: probe("/healthz", 10257),
+        readiness_probe: probe("/healthz", 10257),
+        startup_probe: probe("/healthz", 10257),
+        resources: Some(resources.controller_manager.clone().unwrap_or_default()),
+        ..Default::default()
+    };
+    let scheduler = Container {
+        name: "kube-scheduler".into(),
+        image: Some(scheduler_image),
+        command: strings(&["kube-scheduler"]),
+        args: Some(scheduler_args(tcp)),
+        volume_mounts: Some(vec![file_mount(
+            "scheduler-kubeconfig",
+            "/etc/kubernetes/scheduler.conf",
+            "scheduler.conf",
+        )]),
+        liveness_probe: probe("/healthz", 10259),
+        readiness_probe: probe("/healthz", 10259),
+        startup_probe: probe("/healthz", 10259),
+        resources: Some(resources.scheduler.clone().unwrap_or_default()),
+        ..Default::default()
+    };
+    [apiserver, controller_manager, scheduler]
+}
+
+/// The kine sidecar, its volumes and (with TLS) the init container that copies its certificates.
+struct Kine {
+    container: Container,
+    init_containers: Vec<Container>,
+    volumes: Vec<Volume>,
+}
+
+fn kine(tcp: &TenantControlPlane, storage: &StorageView, settings: &WorkloadSettings) -> Kine {
+    let resources = tcp
+        .spec
+        .control_plane
+        .deployment
+        .as_ref()
+        .and_then(|d| d.resources.as_ref())
+        .and_then(|r| r.kine.clone())
+        .unwrap_or_default();
+    let mut volumes = vec![empty_dir("kine-uds", Some("Memory"))];
+    let mut mounts = vec![mount("kine-uds", "/uds", false)];
+    let mut init_containers = Vec::new();
+    if storage.certificate.is_some() {
+        volumes.push(secret_volume("kine-config", certificate_secret_name(tcp)));
+        volumes.push(empty_dir("kine-certs", None));
+        mounts.push(mount("kine-certs", "/certs", true));
+        init_containers.push(Container {
+            name: "chmod".into(),
+            image: Some(settings.kine_image.clone()),
+            command: strings(&["sh"]),
+            args: strings(&["-c", "cp /kine/*.* /certs && chmod -R 600 /certs/*.*"]),
+            volume_mounts: Some(vec![
+                mount("kine-config", "/kine", true),
+                mount("kine-certs", "/certs", false),
+            ]),
+            ..Default::default()
+        });
+    }
+    let container = Container {
+        name: "kine".into(),
+        image: Some(settings.kine_image.clone()),
+        image_pull_policy: Some("Always".into()),
+        command: strings(&["/bin/kine"]),
+        args: Some(kine_args(tcp, storage)),
+        env_from: Some(vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: config_secret_name(tcp),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        env: Some(vec![EnvVar {
+            name: "GODEBUG".into(),
+            value: Some("x509ignoreCN=0".into()),
+            ..Default::default()
+        }]),
+        ports: tcp_port("server", 2379),
+        volume_mounts: Some(mounts),
+        resources: Some(resources),
+        ..Default::default()
+    };
+    Kine {
+        container,
+        init_containers,
+        volumes,
+    }
+}
+
+/// `(labels, annotations)` of the pod template: the selector label, the component, the checksums,
+/// then `podAdditionalMetadata` where it does not collide.
+fn pod_metadata(tcp: &TenantControlPlane, storage: &StorageView, pki: &Pki) -> ObjectMeta {
+    let spec = tcp.spec.control_plane.deployment.as_ref();
+    let mut labels = BTreeMap::from([(TCP_NAME_LABEL.to_string(), tcp.name_any())]);
+    labels.insert("kamaji.clastix.io/component".into(), "deployment".into());
+    let mut annotations = BTreeMap::from([
+        (POD_CHECKSUM_ANNOTATION.to_string(), pod_checksum(pki, storage)),
+        (
+            STORAGE_CONFIG_ANNOTATION.to_string(),
+            storage.config_checksum.clone(),
+        ),
+    ]);
+    if let Some((c, _)) = &storage.certificate {
+        annotations.insert(STORAGE_CERTIFICATE_ANNOTATION.to_string(), c.clone());
+    }
+    if let Some(meta) = spec.and_then(|s| s.pod_additional_metadata.as_ref()) {
+        for (k, v) in meta.labels.iter().flatten() {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        for (k, v) in meta.annotations.iter().flatten() {
+            annotations.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    ObjectMeta {
+        labels: Some(labels),
+        annotations: Some(annotations),
+        ..Default::default()
+    }
+}
+
+/// The Deployment's own metadata: the name label, managed-by, then `additionalMetadata`.
+fn deployment_metadata(tcp: &TenantControlPlane) -> Result<ObjectMeta, Error> {
+    let spec = tcp.spec.control_plane.deployment.as_ref();
+    let mut labels = BTreeMap::from([
+        (TCP_NAME_LABEL.to_string(), tcp.name_any()),
+        (MANAGED_BY_LABEL.0.to_string(), MANAGED_BY_LABEL.1.to_string()),
+    ]);
+    let mut annotations = BTreeMap::new();
+    if let Some(meta) = spec.and_then(|s| s.additional_metadata.as_ref()) {
+        for (k, v) in meta.labels.iter().flatten() {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        for (k, v) in meta.annotations.iter().flatten() {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(ObjectMeta {
+        name: Some(tcp.name_any()),
+        namespace: tcp.namespace(),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        owner_references: Some(vec![owner(tcp)?]),
+        ..Default::default()
+    })
+}
+
+/// The spec's strategy, else upstream's: a rolling update that surges to twice the replicas.
+fn strategy(tcp: &TenantControlPlane) -> DeploymentStrategy {
+    let spec = tcp.spec.control_plane.deployment.as_ref();
+    spec.and_then(|s| s.strategy.clone())
+        .unwrap_or_else(|| DeploymentStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_surge: Some(IntOrString::String("100%".into())),
+                max_unavailable: Some(IntOrString::Int(0)),
+            }),
+        })
 }
 
 /// The Deployment and the user flags dropped from kube-apiserver's args.
@@ -95,209 +438,52 @@ pub fn deployment(
     version: &str,
     settings: &WorkloadSettings,
 ) -> Result<BuiltDeployment, Error> {
-    let name = tcp.name_any();
-    let port = port(tcp);
     let spec = tcp.spec.control_plane.deployment.clone().unwrap_or_default();
-    let [apiserver_image, cm_image, scheduler_image] = images(tcp, version);
     let apiserver = apiserver_args(tcp, storage);
-    let kine = storage.driver != Driver::Etcd;
-    let resources = spec.resources.clone().unwrap_or_default();
-
-    let secret_items = |secret: String, keys: &[&str], prefix: &str| json!({"secret": {"name": secret, "items": keys.iter().map(|k| json!({"key": k, "path": format!("{prefix}{k}")})).collect::<Vec<_>>()}});
-    let mut sources = vec![
-        secret_items(ca_secret_name(tcp), &["ca.crt", "ca.key"], ""),
-        secret_items(
-            apiserver_secret_name(tcp),
-            &["apiserver.crt", "apiserver.key"],
-            "",
-        ),
-        secret_items(
-            kubelet_client_secret_name(tcp),
-            &["apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"],
-            "",
-        ),
-        secret_items(
-            front_proxy_ca_secret_name(tcp),
-            &["front-proxy-ca.crt", "front-proxy-ca.key"],
-            "",
-        ),
-        secret_items(
-            front_proxy_client_secret_name(tcp),
-            &["front-proxy-client.crt", "front-proxy-client.key"],
-            "",
-        ),
-        secret_items(sa_secret_name(tcp), &["sa.pub", "sa.key"], ""),
-    ];
-    if !kine {
-        sources.push(secret_items(
-            certificate_secret_name(tcp),
-            &["ca.crt", "server.crt", "server.key"],
-            "etcd/",
-        ));
-    }
+    let is_kine = storage.driver != Driver::Etcd;
+    let mut containers = control_plane_containers(tcp, version, &apiserver.args, is_kine).to_vec();
     let mut volumes = vec![
-        json!({"name": "etc-kubernetes-pki", "projected": {"sources": sources, "defaultMode": 420}}),
-        json!({"name": "controller-manager-kubeconfig", "secret": {"secretName": controller_manager_kubeconfig_name(tcp), "defaultMode": 420}}),
-        json!({"name": "scheduler-kubeconfig", "secret": {"secretName": scheduler_kubeconfig_name(tcp), "defaultMode": 420}}),
-    ];
-    let mut apiserver_mounts =
-        vec![json!({"name": "etc-kubernetes-pki", "mountPath": PKI, "readOnly": true})];
-    let mut containers = vec![
-        json!({
-            "name": "kube-apiserver",
-            "image": apiserver_image,
-            "imagePullPolicy": "Always",
-            "command": ["kube-apiserver"],
-            "args": apiserver.args,
-            "ports": [{"name": "kube-apiserver", "containerPort": port, "protocol": "TCP"}],
-            "livenessProbe": probe("/livez", port),
-            "readinessProbe": probe("/readyz", port),
-            "startupProbe": probe("/livez", port),
-            "resources": resources.api_server.clone().unwrap_or_default(),
-        }),
-        json!({
-            "name": "kube-controller-manager",
-            "image": cm_image,
-            "command": ["kube-controller-manager"],
-            "args": controller_manager_args(tcp),
-            "volumeMounts": [
-                {"name": "etc-kubernetes-pki", "mountPath": PKI, "readOnly": true},
-                {"name": "controller-manager-kubeconfig", "mountPath": "/etc/kubernetes/controller-manager.conf", "subPath": "controller-manager.conf", "readOnly": true},
-            ],
-            "livenessProbe": probe("/healthz", 10257),
-            "readinessProbe": probe("/healthz", 10257),
-            "startupProbe": probe("/healthz", 10257),
-            "resources": resources.controller_manager.clone().unwrap_or_default(),
-        }),
-        json!({
-            "name": "kube-scheduler",
-            "image": scheduler_image,
-            "command": ["kube-scheduler"],
-            "args": scheduler_args(tcp),
-            "volumeMounts": [
-                {"name": "scheduler-kubeconfig", "mountPath": "/etc/kubernetes/scheduler.conf", "subPath": "scheduler.conf", "readOnly": true},
-            ],
-            "livenessProbe": probe("/healthz", 10259),
-            "readinessProbe": probe("/healthz", 10259),
-            "startupProbe": probe("/healthz", 10259),
-            "resources": resources.scheduler.clone().unwrap_or_default(),
-        }),
+        pki_volume(tcp, !is_kine),
+        secret_volume(
+            "controller-manager-kubeconfig",
+            controller_manager_kubeconfig_name(tcp),
+        ),
+        secret_volume("scheduler-kubeconfig", scheduler_kubeconfig_name(tcp)),
     ];
     let mut init_containers = Vec::new();
-    if kine {
-        volumes.push(json!({"name": "kine-uds", "emptyDir": {"medium": "Memory"}}));
-        apiserver_mounts.push(json!({"name": "kine-uds", "mountPath": "/uds"}));
-        let mut kine_mounts = vec![json!({"name": "kine-uds", "mountPath": "/uds"})];
-        if storage.certificate.is_some() {
-            volumes.push(json!({"name": "kine-config", "secret": {"secretName": certificate_secret_name(tcp), "defaultMode": 420}}));
-            volumes.push(json!({"name": "kine-certs", "emptyDir": {}}));
-            kine_mounts.push(json!({"name": "kine-certs", "mountPath": "/certs", "readOnly": true}));
-            init_containers.push(json!({
-                "name": "chmod",
-                "image": settings.kine_image,
-                "command": ["sh"],
-                "args": ["-c", "cp /kine/*.* /certs && chmod -R 600 /certs/*.*"],
-                "volumeMounts": [
-                    {"name": "kine-config", "mountPath": "/kine", "readOnly": true},
-                    {"name": "kine-certs", "mountPath": "/certs"},
-                ],
-            }));
-        }
-        containers.push(json!({
-            "name": "kine",
-            "image": settings.kine_image,
-            "imagePullPolicy": "Always",
-            "command": ["/bin/kine"],
-            "args": kine_args(tcp, storage),
-            "envFrom": [{"secretRef": {"name": config_secret_name(tcp)}}],
-            "env": [{"name": "GODEBUG", "value": "x509ignoreCN=0"}],
-            "ports": [{"name": "server", "containerPort": 2379, "protocol": "TCP"}],
-            "volumeMounts": kine_mounts,
-            "resources": resources.kine.clone().unwrap_or_default(),
-        }));
+    if is_kine {
+        let kine = kine(tcp, storage, settings);
+        volumes.extend(kine.volumes);
+        init_containers = kine.init_containers;
+        containers.push(kine.container);
     }
-    containers[0]["volumeMounts"] = json!(apiserver_mounts);
-
-    let selector = BTreeMap::from([(TCP_NAME_LABEL.to_string(), name.clone())]);
-    let mut pod_labels = selector.clone();
-    pod_labels.insert("kamaji.clastix.io/component".into(), "deployment".into());
-    let mut pod_annotations = BTreeMap::from([
-        (POD_CHECKSUM_ANNOTATION.to_string(), pod_checksum(pki, storage)),
-        (
-            STORAGE_CONFIG_ANNOTATION.to_string(),
-            storage.config_checksum.clone(),
-        ),
-    ]);
-    if let Some((c, _)) = &storage.certificate {
-        pod_annotations.insert(STORAGE_CERTIFICATE_ANNOTATION.to_string(), c.clone());
-    }
-    if let Some(meta) = &spec.pod_additional_metadata {
-        for (k, v) in meta.labels.iter().flatten() {
-            pod_labels.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        for (k, v) in meta.annotations.iter().flatten() {
-            pod_annotations.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-    }
-    let mut labels = BTreeMap::from([
-        (TCP_NAME_LABEL.to_string(), name.clone()),
-        (MANAGED_BY_LABEL.0.to_string(), MANAGED_BY_LABEL.1.to_string()),
-    ]);
-    let mut annotations = BTreeMap::new();
-    if let Some(meta) = &spec.additional_metadata {
-        for (k, v) in meta.labels.iter().flatten() {
-            labels.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        for (k, v) in meta.annotations.iter().flatten() {
-            annotations.insert(k.clone(), v.clone());
-        }
-    }
-    let strategy = spec.strategy.clone().map(|s| json!(s)).unwrap_or_else(
-        || json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}}),
-    );
-    let mut pod_spec = json!({
-        "initContainers": init_containers,
-        "containers": containers,
-        "volumes": volumes,
-    });
-    if let Some(ns) = &spec.node_selector {
-        pod_spec["nodeSelector"] = json!(ns);
-    }
-    if let Some(t) = &spec.tolerations {
-        pod_spec["tolerations"] = json!(t);
-    }
-    if let Some(a) = &spec.affinity {
-        pod_spec["affinity"] = json!(a);
-    }
-    if let Some(sa) = &spec.service_account_name {
-        pod_spec["serviceAccountName"] = json!(sa);
-    }
-    let value = json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": tcp.namespace(),
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [owner(tcp)?],
-        },
-        "spec": {
-            "replicas": replicas(tcp),
-            "selector": {"matchLabels": selector},
-            "strategy": strategy,
-            "template": {
-                "metadata": {"labels": pod_labels, "annotations": pod_annotations},
-                "spec": pod_spec,
+    let pod_spec = PodSpec {
+        init_containers: Some(init_containers),
+        containers,
+        volumes: Some(volumes),
+        node_selector: spec.node_selector,
+        tolerations: spec.tolerations,
+        affinity: spec.affinity,
+        service_account_name: spec.service_account_name,
+        ..Default::default()
+    };
+    let deployment = Deployment {
+        metadata: deployment_metadata(tcp)?,
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas(tcp)),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([(TCP_NAME_LABEL.to_string(), tcp.name_any())])),
+                ..Default::default()
             },
-        },
-    });
-    let deployment = serde_json::from_value(value).map_err(|e| {
-        invalid(
-            "DeploymentInvalid",
-            format!("the Deployment does not serialize: {e}"),
-        )
-    })?;
+            strategy: Some(strategy(tcp)),
+            template: PodTemplateSpec {
+                metadata: Some(pod_metadata(tcp, storage, pki)),
+                spec: Some(pod_spec),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
     Ok(BuiltDeployment {
         deployment,
         apiserver_args: apiserver,

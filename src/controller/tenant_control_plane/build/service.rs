@@ -1,4 +1,9 @@
-//! The Service `<tcp>`.
+//! The Service `<tcp>`, a typed `k8s-openapi` object.
+
+use k8s_openapi::{
+    api::core::v1::{ServicePort, ServiceSpec},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
 
 use super::*;
 
@@ -6,24 +11,34 @@ use super::*;
 pub fn service(tcp: &TenantControlPlane) -> Result<Service, Error> {
     let port = port(tcp);
     let type_ = tcp.spec.control_plane.service.service_type;
-    let mut svc_port = json!({"name": "kube-apiserver", "port": port, "targetPort": port, "protocol": "TCP"});
-    if type_ == ServiceType::NodePort {
-        svc_port["nodePort"] = json!(port);
-    }
-    let mut spec = json!({
-        "type": serde_json::to_value(type_).map_err(|e| invalid("ServiceInvalid", e.to_string()))?,
-        "selector": {TCP_NAME_LABEL: tcp.name_any()},
-        "ports": [svc_port],
-    });
+    let type_name = serde_json::to_value(type_)
+        .map_err(|e| invalid("ServiceInvalid", e.to_string()))?
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| {
+            invalid(
+                "ServiceInvalid",
+                format!("service type {type_:?} is not a string"),
+            )
+        })?;
+    let mut spec = ServiceSpec {
+        type_: Some(type_name),
+        selector: Some(BTreeMap::from([(TCP_NAME_LABEL.to_string(), tcp.name_any())])),
+        ports: Some(vec![ServicePort {
+            name: Some("kube-apiserver".into()),
+            port,
+            target_port: Some(IntOrString::Int(port)),
+            protocol: Some("TCP".into()),
+            node_port: (type_ == ServiceType::NodePort).then_some(port),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
     if type_ == ServiceType::LoadBalancer
         && let Some(np) = &tcp.spec.network_profile
     {
-        if let Some(class) = &np.load_balancer_class {
-            spec["loadBalancerClass"] = json!(class);
-        }
-        if let Some(ranges) = np.load_balancer_source_ranges.as_ref().filter(|r| !r.is_empty()) {
-            spec["loadBalancerSourceRanges"] = json!(ranges);
-        }
+        spec.load_balancer_class = np.load_balancer_class.clone();
+        spec.load_balancer_source_ranges = np.load_balancer_source_ranges.clone().filter(|r| !r.is_empty());
     }
     let meta = tcp
         .spec
@@ -35,17 +50,16 @@ pub fn service(tcp: &TenantControlPlane) -> Result<Service, Error> {
     let mut labels = meta.labels.unwrap_or_default();
     labels.insert(TCP_NAME_LABEL.into(), tcp.name_any());
     labels.insert(MANAGED_BY_LABEL.0.into(), MANAGED_BY_LABEL.1.into());
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": tcp.name_any(),
-            "namespace": tcp.namespace(),
-            "labels": labels,
-            "annotations": meta.annotations.unwrap_or_default(),
-            "ownerReferences": [owner(tcp)?],
+    Ok(Service {
+        metadata: ObjectMeta {
+            name: Some(tcp.name_any()),
+            namespace: tcp.namespace(),
+            labels: Some(labels),
+            annotations: Some(meta.annotations.unwrap_or_default()),
+            owner_references: Some(vec![owner(tcp)?]),
+            ..Default::default()
         },
-        "spec": spec,
-    }))
-    .map_err(|e| invalid("ServiceInvalid", format!("the Service does not serialize: {e}")))
+        spec: Some(spec),
+        ..Default::default()
+    })
 }
