@@ -13,6 +13,7 @@ pub mod apply;
 pub mod build;
 pub mod cache;
 pub mod datastores;
+mod error;
 pub mod fetch;
 pub mod leader;
 pub mod metrics;
@@ -41,12 +42,12 @@ use kube::{
     },
 };
 
-use crate::{
-    datastore::DatastoreError,
-    k8s::crd::{DataStore, TenantControlPlane},
-};
+use crate::k8s::crd::{DataStore, TenantControlPlane};
 
-pub use self::settings::{ControllerSettings, DEFAULT_KINE_IMAGE, WorkloadSettings};
+pub use self::{
+    error::{Error, Phase},
+    settings::{ControllerSettings, DEFAULT_KINE_IMAGE, WorkloadSettings},
+};
 pub use crate::k8s::FIELD_MANAGER;
 /// Finalizer on a DataStore while TenantControlPlanes use it (upstream's name).
 pub const DATASTORE_FINALIZER: &str = "kamaji.clastix.io/TenantControlPlane";
@@ -62,81 +63,6 @@ pub const TCP_DEBOUNCE: Duration = Duration::from_millis(500);
 pub const DATASTORE_STATUS_INTERVAL: Duration = Duration::from_secs(1);
 /// Label on the Secrets the controller owns.
 pub const MANAGED_BY_LABEL: (&str, &str) = (crate::k8s::LABEL_MANAGED_BY, crate::k8s::MANAGED_BY);
-
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Kubernetes API call failed. Transient.
-    #[error("Kubernetes API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// A datastore operation failed; [`DatastoreError::is_transient`] decides.
-    #[error(transparent)]
-    Datastore(#[from] DatastoreError),
-    /// The object or what it references is wrong; waits for a change. Permanent.
-    #[error("{message}")]
-    Invalid {
-        /// CamelCase reason.
-        reason: &'static str,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// Something it needs is not ready yet. Transient.
-    #[error("{message}")]
-    NotReady {
-        /// CamelCase reason.
-        reason: &'static str,
-        /// What is awaited.
-        message: String,
-    },
-    /// The overrides cannot be applied. Permanent.
-    #[error("{message}")]
-    Overrides {
-        /// CamelCase reason.
-        reason: &'static str,
-        /// What is wrong.
-        message: String,
-    },
-    /// A NATS DataStore already serves another TenantControlPlane. Permanent.
-    #[error(
-        "NATS DataStore {data_store} already serves TenantControlPlane {holder}; a NATS DataStore serves one TenantControlPlane, so no bucket was created"
-    )]
-    NotExclusive {
-        /// The DataStore.
-        data_store: String,
-        /// `namespace/name` of the TenantControlPlane that holds it.
-        holder: String,
-    },
-    /// The object lacks a field the API server always sets. Permanent.
-    #[error("object has no {0}")]
-    MissingObjectKey(&'static str),
-}
-
-impl Error {
-    /// A stable CamelCase reason: condition reason, Event reason and metric label.
-    pub fn reason(&self) -> &str {
-        match self {
-            Error::Kube(_) => "KubernetesApiError",
-            Error::Datastore(e) => e.reason(),
-            Error::Invalid { reason, .. }
-            | Error::NotReady { reason, .. }
-            | Error::Overrides { reason, .. } => reason,
-            Error::NotExclusive { .. } => "DataStoreNotExclusive",
-            Error::MissingObjectKey(_) => "MissingObjectKey",
-        }
-    }
-
-    /// Whether a retry with backoff may help without anyone changing anything.
-    pub fn is_transient(&self) -> bool {
-        match self {
-            Error::Kube(_) | Error::NotReady { .. } => true,
-            Error::Datastore(e) => e.is_transient(),
-            Error::Invalid { .. }
-            | Error::Overrides { .. }
-            | Error::NotExclusive { .. }
-            | Error::MissingObjectKey(_) => false,
-        }
-    }
-}
 
 /// What every reconcile gets.
 pub struct Context {
@@ -337,6 +263,7 @@ impl Context {
             object = %obj.name_any(),
             namespace = obj.namespace().unwrap_or_default(),
             reason = err.reason(),
+            phase = err.phase().map(Phase::as_str),
             transient = err.is_transient(),
             "reconcile failed: {err}"
         );

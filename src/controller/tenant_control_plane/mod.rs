@@ -1,8 +1,10 @@
-//! The TenantControlPlane controller: `fetch -> build -> apply -> status`. The **datastore phase**
-//! ([`provision`]) provisions the tenant's space and user on the primary DataStore and on every
-//! override and writes the `<tcp>-datastore-config` and `<tcp>-datastore-certificate` Secrets; the
-//! **workload phase** ([`apply`]) writes the Service, the PKI and kubeconfig Secrets and the Deployment
-//! (built by [`build`]); [`status`] records both in one server-side apply.
+//! The TenantControlPlane controller, a pipeline: [`fetch`] (I/O: DataStores, Secrets) → [`build`]
+//! (pure: Secrets, the Deployment, the Service, status and conditions) → [`apply`] (I/O: server-side
+//! apply) → [`status`] (I/O: the status subresource, as `build` computed it). Two phases run it: the
+//! **datastore phase** ([`provision`]: the tenant's space and user on its DataStores and the datastore
+//! Secrets), then the **workload phase** ([`workload_phase`]: the Service, the PKI and kubeconfig
+//! Secrets, the Deployment). A failure carries its [`Phase`], which names it in the `Ready`
+//! condition, the log and the `phase` metric.
 
 pub mod apply;
 pub mod build;
@@ -10,12 +12,14 @@ pub mod fetch;
 pub mod provision;
 pub mod status;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt as _, runtime::controller::Action};
 
-pub use self::provision::{StorageOutcome, StorageRecord};
-use super::{Context, Error, TCP_FINALIZER, apply as shared_apply};
+use self::build::{Owned, Pki};
+pub use self::build::{StorageOutcome, StorageRecord};
+use super::{Context, Error, Phase, TCP_FINALIZER, apply as shared_apply, build::Conditions};
 use crate::k8s::crd::TenantControlPlane;
 
 /// The controller's name in metrics.
@@ -78,13 +82,154 @@ async fn reconcile_inner(tcp: &TenantControlPlane, ctx: &Context) -> Result<Acti
     let storage: StorageOutcome = match storage {
         Ok(storage) => storage,
         Err(err) => {
-            ctx.metrics.phase_failed("datastore", err.reason());
+            ctx.metrics.phase_failed(Phase::Datastore.as_str(), err.reason());
             if let Err(write) = status::record_failure(ctx, tcp, &err, record).await {
                 tracing::warn!(object = %tcp.name_any(), "recording Ready=False failed: {write}");
             }
             return Err(err);
         }
     };
-    apply::workload_phase(tcp, ctx, &storage, record).await?;
+    workload_phase(tcp, ctx, &storage, record).await?;
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The workload phase, then the status of both phases in one write, also on failure.
+pub async fn workload_phase(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &StorageOutcome,
+    record: StorageRecord,
+) -> Result<(), Error> {
+    let now = Timestamp::now();
+    let previous = tcp
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut conditions = Conditions::new(&previous, tcp.metadata.generation, now);
+    let mut owned = build::current(tcp);
+    let result = workload(tcp, ctx, storage, &mut conditions, &mut owned, now).await;
+    if let Err(err) = &result {
+        let phase = err.phase().unwrap_or(Phase::Service);
+        ctx.metrics.phase_failed(phase.as_str(), err.reason());
+    }
+    let owned = build::workload_status(
+        tcp,
+        &previous,
+        conditions,
+        owned,
+        result.as_ref().copied(),
+        record,
+    );
+    let started = Instant::now();
+    let written = status::write(ctx, tcp, owned.clone())
+        .await
+        .map_err(|e| e.in_phase(Phase::Status));
+    ctx.metrics.phase("status", started.elapsed().as_secs_f64());
+    if let Some(state) = owned
+        .kubernetes_resources
+        .as_ref()
+        .and_then(|k| k.version.as_ref())
+        .and_then(|v| v.status)
+    {
+        ctx.metrics
+            .set_status(&status::key(tcp), Some(&format!("{state:?}")));
+    }
+    result.and(written)
+}
+
+/// The Service, the PKI and kubeconfig Secrets, the Deployment; each step's error names its phase.
+async fn workload(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &StorageOutcome,
+    conditions: &mut Conditions<'_>,
+    owned: &mut Owned,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))
+        .map_err(|e| e.in_phase(Phase::Service))?;
+
+    // Service first: its cluster IP goes into the apiserver certificate.
+    let started = Instant::now();
+    let service = apply::service(ctx, tcp, &namespace)
+        .await
+        .map_err(|e| e.in_phase(Phase::Service))?;
+    ctx.metrics.phase("service", started.elapsed().as_secs_f64());
+    let cluster_ip = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone())
+        .filter(|ip| ip != "None" && !ip.is_empty());
+    owned.control_plane_endpoint = build::control_plane_endpoint(tcp, Some(&service));
+
+    // Certificates and kubeconfigs.
+    let started = Instant::now();
+    let pki = apply::write_pki(tcp, ctx, &namespace, cluster_ip.as_deref(), now)
+        .await
+        .map_err(|e| e.in_phase(Phase::Certificates))?;
+    ctx.metrics.phase("certificates", started.elapsed().as_secs_f64());
+    build::pki_conditions(conditions, tcp, &pki);
+    build::pki_status(owned, tcp, &pki, now);
+
+    deployment(tcp, ctx, storage, &pki, conditions, owned, now)
+        .await
+        .map_err(|e| e.in_phase(Phase::Deployment))
+}
+
+/// The Deployment, then what its rollout says: the version's state, `DeploymentAvailable`, `Ready`.
+async fn deployment(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &StorageOutcome,
+    pki: &Pki,
+    conditions: &mut Conditions<'_>,
+    owned: &mut Owned,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let started = Instant::now();
+    let previous_resources = owned.kubernetes_resources.clone().unwrap_or_default();
+    let installed = previous_resources
+        .version
+        .as_ref()
+        .and_then(|v| v.version.clone());
+    let (running, refused) = build::version_to_run(&tcp.spec.kubernetes.version, installed.as_deref());
+    build::version_condition(conditions, &running, refused.as_ref());
+    if let Some((reason, message)) = &refused {
+        ctx.warn(tcp, reason, message).await;
+    }
+    let view = build::storage_view(storage);
+    let built = build::deployment(tcp, &view, pki, &running, &ctx.settings.workload)?;
+    build::extra_args_condition(conditions, &built.apiserver_args);
+    let applied = apply::deployment(ctx, tcp, &namespace, &built.deployment).await?;
+    ctx.metrics.phase("deployment", started.elapsed().as_secs_f64());
+
+    // Status from the applied Deployment.
+    let (state, available) = build::version_state(&applied, &running, installed.as_deref());
+    owned.kubernetes_resources = Some(build::kubernetes_resources(
+        &previous_resources,
+        &applied,
+        &running,
+        state,
+        now,
+    ));
+    let replicas = build::replicas(tcp);
+    if available {
+        let endpoint = owned.control_plane_endpoint.clone().unwrap_or_default();
+        let ca = pki
+            .get(&build::ca_secret_name(tcp))
+            .and_then(|s| s.data.as_ref()?.get("ca.crt").cloned())
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default();
+        let readyz = fetch::readyz(&endpoint, &ca).await;
+        build::available_conditions(conditions, &applied, replicas, &running, &endpoint, readyz);
+    } else {
+        build::rollout_conditions(conditions, &applied, replicas, state);
+    }
+    Ok(())
 }

@@ -1,57 +1,26 @@
-//! The TenantControlPlane **datastore phase**: the tenant's space and user on the primary DataStore
-//! and on every override, the `<tcp>-datastore-config` and `<tcp>-datastore-certificate` Secrets,
-//! `status.storage` and the conditions `DataStoreReady`, `OverridesApplied` and `DataStoreExclusive`;
-//! and, on deletion, the removal of the tenant from every DataStore it used.
+//! The TenantControlPlane **datastore phase** (I/O): the tenant's space and user on the primary
+//! DataStore and on every override, the `<tcp>-datastore-config` and `<tcp>-datastore-certificate`
+//! Secrets; `status.storage` and the conditions `DataStoreReady`, `OverridesApplied` and
+//! `DataStoreExclusive` are computed by [`build`]. On deletion, [`cleanup`] removes the tenant from
+//! every DataStore it used.
 
-use k8s_openapi::{api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+use k8s_openapi::{api::core::v1::Secret, jiff::Timestamp};
 use kube::ResourceExt as _;
 
 use super::{
-    build::{self, tcp_conditions::*},
-    fetch::ready_datastore,
+    apply,
+    build::{self, StorageOutcome, StorageRecord},
+    fetch::{self as tcp_fetch, DatastoreInputs},
 };
 use crate::{
-    controller::{
-        Context, Error, apply,
-        build::{CHECKSUM_ANNOTATION, Conditions},
-        fetch,
-    },
+    controller::{Context, Error, Phase, Provisioned, build::Conditions, fetch},
     datastore::{Driver as _, TenantSpace},
-    k8s::crd::{DataStoreOverride, Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
+    k8s::crd::{Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
 };
 
-/// What the datastore phase hands to the next phases.
-#[derive(Debug)]
-pub struct StorageOutcome {
-    /// The applied `<tcp>-datastore-config` Secret.
-    pub config: Secret,
-    /// The applied `<tcp>-datastore-certificate` Secret (etcd, or a DataStore with TLS).
-    pub certificate: Option<Secret>,
-    /// The recorded storage status.
-    pub storage: StorageStatus,
-    /// The primary's driver.
-    pub driver: Driver,
-    /// The tenant's schema (etcd key prefix, database, bucket).
-    pub schema: String,
-    /// The primary's endpoints.
-    pub endpoints: Vec<String>,
-    /// `(resource, endpoints)` of each override, in spec order.
-    pub overrides: Vec<(String, Vec<String>)>,
-}
-
-/// What the datastore phase records in status (written together with the later phases' fields, in
-/// one request): `storage`, and the conditions it set in this run.
-#[derive(Debug, Clone, Default)]
-pub struct StorageRecord {
-    /// `status.storage` (`None`: nothing to record yet).
-    pub storage: Option<StorageStatus>,
-    /// `DataStoreReady`, `OverridesApplied` and `DataStoreExclusive`, as far as this run set them.
-    pub conditions: Vec<Condition>,
-}
-
 /// The datastore phase: provisions and writes the Secrets; returns the outcome and what to record in
-/// status and conditions, also on failure (the error then goes on to the Event, the metric and the
-/// requeue).
+/// status and conditions, also on failure (the error, in [`Phase::Datastore`], then goes on to the
+/// Event, the metric and the requeue).
 pub async fn datastore_phase(
     tcp: &TenantControlPlane,
     ctx: &Context,
@@ -65,54 +34,30 @@ pub async fn datastore_phase(
     let mut storage = build::initial_storage(tcp);
     let result = provision(tcp, ctx, &mut storage, &mut conditions).await;
     if let Err(err) = &result {
-        let type_ = match err {
-            Error::Overrides { .. } => OVERRIDES_APPLIED,
-            Error::NotExclusive { .. } => DATASTORE_EXCLUSIVE,
-            _ => DATASTORE_READY,
-        };
-        conditions.set(type_, Some(false), err.reason(), err.to_string());
-        if type_ == DATASTORE_EXCLUSIVE {
-            conditions.set(
-                DATASTORE_READY,
-                Some(false),
-                err.reason(),
-                "the NATS DataStore serves another TenantControlPlane",
-            );
-        }
+        build::datastore_failure_conditions(&mut conditions, err);
     }
     let record = StorageRecord {
         storage: (storage != StorageStatus::default()).then_some(storage),
         conditions: conditions.into_vec(),
     };
-    (result, record)
+    (result.map_err(|e| e.in_phase(Phase::Datastore)), record)
 }
 
-async fn provision(
+/// The primary DataStore: `spec.dataStore`, else the default (recorded in the spec first, like
+/// upstream's defaulting webhook, so that every later reconcile, usedBy and the CRD's "cannot unset"
+/// rule see the same DataStore). A tenant never moves between DataStores.
+async fn primary_datastore(
     tcp: &TenantControlPlane,
     ctx: &Context,
-    storage: &mut StorageStatus,
-    conditions: &mut Conditions<'_>,
-) -> Result<StorageOutcome, Error> {
-    let now = Timestamp::now();
-    let namespace = tcp
-        .namespace()
-        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    namespace: &str,
+    storage: &StorageStatus,
+) -> Result<String, Error> {
     let default = ctx.settings.default_datastore.clone();
     let named = tcp.spec.data_store.clone().filter(|n| !n.is_empty());
     if named.is_none()
         && let Some(default) = &default
     {
-        // Like upstream's defaulting webhook: record the default in the spec, so that every later
-        // reconcile, usedBy and the CRD's "cannot unset" rule see the same DataStore.
-        let api: kube::Api<TenantControlPlane> = kube::Api::namespaced(ctx.client.clone(), &namespace);
-        let patch = serde_json::json!({"spec": {"dataStore": default}});
-        api.patch(
-            &tcp.name_any(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map_err(Error::Kube)?;
+        apply::default_datastore(ctx, tcp, namespace, default).await?;
     }
     let Some(primary_name) = named.or(default) else {
         return Err(Error::Invalid {
@@ -130,148 +75,43 @@ async fn provision(
             ),
         });
     }
+    Ok(primary_name)
+}
 
-    // fetch
-    let (primary, driver) = ready_datastore(ctx, &primary_name).await?;
-    let (schema, user) = build::tenant_names(tcp)?;
-    if primary.driver == Driver::Nats {
-        let tcps = fetch::control_planes(ctx).await?;
-        if let Some(holder) = build::nats_holder(tcp, &primary_name, &tcps) {
-            return Err(Error::NotExclusive {
-                data_store: primary_name,
-                holder,
-            });
-        }
-    }
-    let spec_overrides: Vec<DataStoreOverride> = tcp.spec.data_store_overrides.clone().unwrap_or_default();
-    let mut overrides = Vec::new();
-    let mut override_datastores = Vec::new();
-    for o in &spec_overrides {
-        let ds = fetch::datastore(ctx, &o.data_store).await?;
-        let resolved = match &ds {
-            Some(ds) => Some(fetch::resolve(ctx, ds).await?),
-            None => None,
-        };
-        overrides.push((o.clone(), resolved));
-        override_datastores.push(ds);
-    }
-    let overrides_problem = build::validate_overrides(&primary, &overrides).err();
-    let config_name = build::config_secret_name(tcp);
-    let certificate_name = build::certificate_secret_name(tcp);
-    // An etcd tenant's Secrets hold nothing that must survive (no password; a new client certificate
-    // is as good), so a cached miss is trusted there: the write is a create, and one that finds the
-    // Secret after all applies over it. A SQL password must never be replaced by mistake, so for the
-    // other drivers a miss is confirmed live.
-    let (existing_config, existing_certificate) = match primary.driver {
-        Driver::Etcd => {
-            futures_util::future::try_join(
-                fetch::owned_secret_cached(ctx, &namespace, &config_name),
-                fetch::owned_secret_cached(ctx, &namespace, &certificate_name),
-            )
-            .await?
-        }
-        _ => {
-            futures_util::future::try_join(
-                fetch::owned_secret(ctx, &namespace, &config_name),
-                fetch::owned_secret(ctx, &namespace, &certificate_name),
-            )
-            .await?
-        }
-    };
-
-    // provision the primary, unless this controller did so moments ago from the same inputs and its
-    // Secrets are untouched (every TCP event triggers a reconcile; the resync interval still repairs)
-    let cache_key = format!("{namespace}/{}", tcp.name_any());
-    let fingerprint = build::provision_fingerprint(tcp, &schema, &user, &primary, &overrides);
-    let version = |s: &Option<Secret>| s.as_ref().and_then(|s| s.metadata.resource_version.clone());
-    let skip = ctx.provisioned_recently(
-        &cache_key,
-        &fingerprint,
-        version(&existing_config).as_deref(),
-        version(&existing_certificate).as_deref(),
+async fn provision(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    storage: &mut StorageStatus,
+    conditions: &mut Conditions<'_>,
+) -> Result<StorageOutcome, Error> {
+    let now = Timestamp::now();
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let primary_name = primary_datastore(tcp, ctx, &namespace, storage).await?;
+    let inputs = tcp_fetch::datastore_inputs(ctx, tcp, &namespace, primary_name).await?;
+    let primary = provision_primary(ctx, tcp, &inputs).await?;
+    build::record_primary(
+        storage,
+        (&inputs.primary_name, inputs.primary.driver),
+        &primary.space,
+        &primary.config,
+        primary.certificate.as_ref(),
+        now,
     );
-    let owner = build::datastore_owner(tcp)?;
-    let mut space = TenantSpace::new(&schema, &user, owner.clone())?;
-    let endpoint = primary.endpoints.join(",");
-    ctx.owners
-        .check(&primary_name, driver.kind(), &endpoint, &space)?;
-    if let Some(password) = build::reusable_password(existing_config.as_ref(), &user) {
-        space = space.with_password(password);
-    }
-    // What the tenant already holds proves names made for it before ownership markers existed.
-    if let Some((cert, key)) = primary
-        .ca_cert()
-        .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user))
-    {
-        space = space.with_client_certificate(cert, crate::secret::Secret::new(key));
-    }
-    // `skip` implies the config Secret exists (its version was compared).
-    let config_exists = existing_config.is_some();
-    let (config, certificate) = match existing_config.filter(|_| skip) {
-        Some(config) => (config, existing_certificate),
-        None => {
-            ctx.record_provisioned(&cache_key, None);
-            let credentials = driver.provision(&space).await?;
-            ctx.owners.record(&primary_name, &space);
-            // The tenant's own client certificate (etcd's, or one minted for a SQL/NATS tenant) is
-            // kept while it is valid for this user under the same CA.
-            let keep_certificate = primary
-                .ca_cert()
-                .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, &user));
-            let config = build::config_secret(tcp, &space, &credentials)?;
-            let certificate = build::certificate_secret(
-                tcp,
-                &space,
-                &primary,
-                &credentials,
-                keep_certificate,
-                ctx.settings.workload.key_algorithm,
-            )?;
-            let (config, certificate) =
-                futures_util::future::try_join(apply::write_secret(ctx, &config, config_exists), async {
-                    match &certificate {
-                        Some(secret) => apply::write_secret(ctx, secret, existing_certificate.is_some())
-                            .await
-                            .map(Some),
-                        None => Ok(None),
-                    }
-                })
-                .await?;
-            (config, certificate)
-        }
-    };
-    let checksum = config.annotations().get(CHECKSUM_ANNOTATION).cloned();
-    storage.driver = Some(primary.driver.to_string());
-    storage.data_store_name = Some(primary_name.clone());
-    storage.setup = Some(build::setup_status(&space, checksum, storage.setup.as_ref(), now));
-    storage.config = Some(build::secret_status(&config, storage.config.as_ref(), now));
-    storage.certificate = certificate
-        .as_ref()
-        .map(|c| build::secret_status(c, storage.certificate.as_ref(), now));
-    conditions.set(
-        DATASTORE_READY,
-        Some(true),
-        "DataStoreReady",
-        format!(
-            "schema {} and user {} are provisioned on DataStore {primary_name}",
-            space.schema(),
-            space.user()
-        ),
+    build::primary_conditions(
+        conditions,
+        &inputs.primary_name,
+        inputs.primary.driver,
+        &primary.space,
     );
-    if primary.driver == Driver::Nats {
-        conditions.set(
-            DATASTORE_EXCLUSIVE,
-            Some(true),
-            "DataStoreExclusive",
-            format!("NATS DataStore {primary_name} serves this TenantControlPlane only"),
-        );
-    }
 
     // overrides the spec no longer asks for: deprovision, then forget
-    let stale: Vec<OverrideStorageStatus> = build::stale_overrides(&storage.overrides, &spec_overrides)
-        .into_iter()
-        .cloned()
-        .collect();
+    let stale: Vec<OverrideStorageStatus> =
+        build::stale_overrides(&storage.overrides, &inputs.spec_overrides)
+            .into_iter()
+            .cloned()
+            .collect();
     for o in stale {
         deprovision_override(ctx, tcp, &o).await?;
         storage
@@ -280,14 +120,148 @@ async fn provision(
     }
 
     // overrides the spec asks for
-    if let Some(problem) = overrides_problem {
+    if let Some(problem) = inputs.overrides_problem {
         return Err(problem);
     }
-    for ((o, ds), datastore) in overrides.iter().zip(&override_datastores) {
+    provision_overrides(ctx, tcp, &inputs, primary.skip, storage, now).await?;
+    build::sort_overrides(storage, &inputs.spec_overrides);
+    build::overrides_condition(conditions, &inputs.spec_overrides);
+    // A skipped run left the entry as it was: same inputs, same Secrets, and the time of the real
+    // provisioning, so the resync interval still repairs.
+    if !primary.skip {
+        ctx.record_provisioned(
+            &primary.cache_key,
+            Some(Provisioned {
+                fingerprint: primary.fingerprint,
+                config_version: primary.config.metadata.resource_version.clone(),
+                certificate_version: primary
+                    .certificate
+                    .as_ref()
+                    .and_then(|c| c.metadata.resource_version.clone()),
+                at: std::time::Instant::now(),
+            }),
+        );
+    }
+    Ok(StorageOutcome {
+        config: primary.config,
+        certificate: primary.certificate,
+        storage: storage.clone(),
+        driver: inputs.primary.driver,
+        schema: primary.space.schema().to_string(),
+        endpoints: inputs.primary.endpoints.clone(),
+        overrides: inputs
+            .overrides
+            .iter()
+            .filter_map(|(o, ds)| Some((o.resource.clone(), ds.as_ref()?.endpoints.clone())))
+            .collect(),
+    })
+}
+
+/// The provisioned primary.
+struct Primary {
+    /// The tenant's space (with the kept password and client certificate).
+    space: TenantSpace,
+    /// The `<tcp>-datastore-config` Secret as applied.
+    config: Secret,
+    /// The `<tcp>-datastore-certificate` Secret as applied.
+    certificate: Option<Secret>,
+    /// Whether provisioning was skipped (done moments ago from the same inputs).
+    skip: bool,
+    /// `namespace/name`.
+    cache_key: String,
+    /// [`build::provision_fingerprint`] of the inputs.
+    fingerprint: String,
+}
+
+/// Provisions the primary, unless this controller did so moments ago from the same inputs and its
+/// Secrets are untouched (every TCP event triggers a reconcile; the resync interval still repairs),
+/// and writes the datastore Secrets.
+async fn provision_primary(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    inputs: &DatastoreInputs,
+) -> Result<Primary, Error> {
+    let DatastoreInputs {
+        primary,
+        driver,
+        schema,
+        user,
+        ..
+    } = inputs;
+    let (existing_config, existing_certificate) = (&inputs.existing_config, &inputs.existing_certificate);
+    let cache_key = format!("{}/{}", inputs.namespace, tcp.name_any());
+    let fingerprint = build::provision_fingerprint(tcp, schema, user, primary, &inputs.overrides);
+    let version = |s: &Option<Secret>| s.as_ref().and_then(|s| s.metadata.resource_version.clone());
+    let skip = ctx.provisioned_recently(
+        &cache_key,
+        &fingerprint,
+        version(existing_config).as_deref(),
+        version(existing_certificate).as_deref(),
+    );
+    let owner = build::datastore_owner(tcp)?;
+    let mut space = TenantSpace::new(schema, user, owner)?;
+    let endpoint = primary.endpoints.join(",");
+    ctx.owners
+        .check(&inputs.primary_name, driver.kind(), &endpoint, &space)?;
+    if let Some(password) = build::reusable_password(existing_config.as_ref(), user) {
+        space = space.with_password(password);
+    }
+    // What the tenant already holds proves names made for it before ownership markers existed.
+    let kept_certificate = || {
+        primary
+            .ca_cert()
+            .and_then(|ca| build::reusable_certificate(existing_certificate.as_ref(), ca, user))
+    };
+    if let Some((cert, key)) = kept_certificate() {
+        space = space.with_client_certificate(cert, crate::secret::Secret::new(key));
+    }
+    // `skip` implies the config Secret exists (its version was compared).
+    let (config, certificate) = match existing_config.clone().filter(|_| skip) {
+        Some(config) => (config, existing_certificate.clone()),
+        None => {
+            ctx.record_provisioned(&cache_key, None);
+            let credentials = driver.provision(&space).await?;
+            ctx.owners.record(&inputs.primary_name, &space);
+            // The tenant's own client certificate (etcd's, or one minted for a SQL/NATS tenant) is
+            // kept while it is valid for this user under the same CA.
+            let config = build::config_secret(tcp, &space, &credentials)?;
+            let certificate = build::certificate_secret(
+                tcp,
+                &space,
+                primary,
+                &credentials,
+                kept_certificate(),
+                ctx.settings.workload.key_algorithm,
+            )?;
+            apply::datastore_secrets(ctx, &config, certificate.as_ref(), inputs).await?
+        }
+    };
+    Ok(Primary {
+        space,
+        config,
+        certificate,
+        skip,
+        cache_key,
+        fingerprint,
+    })
+}
+
+/// Provisions the tenant on every override's DataStore (unless `skip`) and records each in
+/// `storage`.
+async fn provision_overrides(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    inputs: &DatastoreInputs,
+    skip: bool,
+    storage: &mut StorageStatus,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let owner = build::datastore_owner(tcp)?;
+    for ((o, ds), datastore) in inputs.overrides.iter().zip(&inputs.override_datastores) {
         let (Some(ds), Some(datastore)) = (ds, datastore) else {
             continue;
         };
-        let override_space = TenantSpace::new(&schema, &user, owner.clone())?;
+        let override_space = TenantSpace::new(&inputs.schema, &inputs.user, owner.clone())?;
         if !skip {
             // the DataStore's kept driver, as for the primary
             let (_, driver) = fetch::driver(ctx, datastore).await?;
@@ -296,66 +270,9 @@ async fn provision(
             driver.provision(&override_space).await?;
             ctx.owners.record(&ds.name, &override_space);
         }
-        let previous = storage.overrides.iter().find(|r| r.resource == o.resource);
-        let entry = OverrideStorageStatus {
-            resource: o.resource.clone(),
-            data_store_name: Some(ds.name.clone()),
-            setup: Some(build::setup_status(
-                &override_space,
-                None,
-                previous.and_then(|p| p.setup.as_ref()),
-                now,
-            )),
-        };
-        storage.overrides.retain(|r| r.resource != o.resource);
-        storage.overrides.push(entry);
+        build::record_override(storage, &o.resource, &ds.name, &override_space, now);
     }
-    storage
-        .overrides
-        .sort_by_key(|r| spec_overrides.iter().position(|s| s.resource == r.resource));
-    if !spec_overrides.is_empty() {
-        conditions.set(
-            OVERRIDES_APPLIED,
-            Some(true),
-            "OverridesApplied",
-            format!(
-                "{} override(s) provisioned: {}",
-                spec_overrides.len(),
-                spec_overrides
-                    .iter()
-                    .map(|o| format!("{}→{}", o.resource, o.data_store))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        );
-    }
-    // A skipped run left the entry as it was: same inputs, same Secrets, and the time of the real
-    // provisioning, so the resync interval still repairs.
-    if !skip {
-        ctx.record_provisioned(
-            &cache_key,
-            Some(crate::controller::Provisioned {
-                fingerprint,
-                config_version: config.metadata.resource_version.clone(),
-                certificate_version: certificate
-                    .as_ref()
-                    .and_then(|c| c.metadata.resource_version.clone()),
-                at: std::time::Instant::now(),
-            }),
-        );
-    }
-    Ok(StorageOutcome {
-        config,
-        certificate,
-        storage: storage.clone(),
-        driver: primary.driver,
-        schema: space.schema().to_string(),
-        endpoints: primary.endpoints.clone(),
-        overrides: overrides
-            .iter()
-            .filter_map(|(o, ds)| Some((o.resource.clone(), ds.as_ref()?.endpoints.clone())))
-            .collect(),
-    })
+    Ok(())
 }
 
 /// The names recorded in `setup`, owned by `tcp`. Status is writable by more people than the

@@ -1,6 +1,37 @@
 //! What the datastore phase decides: the NATS holder, the overrides, the provisioning fingerprint.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
 use super::*;
+
+/// What the datastore phase hands to the next phases.
+#[derive(Debug)]
+pub struct StorageOutcome {
+    /// The applied `<tcp>-datastore-config` Secret.
+    pub config: Secret,
+    /// The applied `<tcp>-datastore-certificate` Secret (etcd, or a DataStore with TLS).
+    pub certificate: Option<Secret>,
+    /// The recorded storage status.
+    pub storage: StorageStatus,
+    /// The primary's driver.
+    pub driver: Driver,
+    /// The tenant's schema (etcd key prefix, database, bucket).
+    pub schema: String,
+    /// The primary's endpoints.
+    pub endpoints: Vec<String>,
+    /// `(resource, endpoints)` of each override, in spec order.
+    pub overrides: Vec<(String, Vec<String>)>,
+}
+
+/// What the datastore phase records in status (written together with the later phases' fields, in
+/// one request): `storage`, and the conditions it set in this run.
+#[derive(Debug, Clone, Default)]
+pub struct StorageRecord {
+    /// `status.storage` (`None`: nothing to record yet).
+    pub storage: Option<StorageStatus>,
+    /// `DataStoreReady`, `OverridesApplied` and `DataStoreExclusive`, as far as this run set them.
+    pub conditions: Vec<Condition>,
+}
 
 /// For a NATS DataStore: the other TenantControlPlane that holds it, if any. The holder is one whose
 /// status records the DataStore (it was provisioned there); else, among those naming it in the spec,
