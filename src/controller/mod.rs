@@ -392,10 +392,7 @@ where
 
 /// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let client = ctx.client.clone();
-    let selector = ctx.settings.datastore_selector.clone();
     let tcp_selector = ctx.settings.control_plane_selector.clone();
-    let concurrency = ctx.settings.concurrency;
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let signal = |mut rx: tokio::sync::broadcast::Receiver<()>| async move {
         let _ = rx.recv().await;
@@ -428,6 +425,25 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     let control_planes = Controller::for_stream(tcp_changes, tcp_store.clone());
     let _ = ctx.tcp_store.set(tcp_store.clone());
 
+    let datastores = datastore_controller(ctx.clone(), datastores_to_check, signal(shutdown_tx.subscribe()));
+    let control_planes =
+        control_plane_controller(ctx, control_planes, tcp_store, signal(shutdown_tx.subscribe()));
+    let stop = async move {
+        shutdown.await;
+        let _ = shutdown_tx.send(());
+    };
+    tokio::join!(datastores, control_planes, stop);
+}
+
+/// The DataStore controller, until `shutdown`.
+fn datastore_controller(
+    ctx: Arc<Context>,
+    datastores_to_check: tokio::sync::mpsc::UnboundedReceiver<String>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> impl Future<Output = ()> + Send {
+    let client = ctx.client.clone();
+    let selector = ctx.settings.datastore_selector.clone();
+    let concurrency = ctx.settings.concurrency;
     // DataStores: re-reconciled when a TenantControlPlane starts or stops using one, and when a Secret
     // one references changes (which also forgets its last health check).
     let datastores = Controller::new(
@@ -436,7 +452,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     );
     let ds_store = datastores.store();
     ctx.caches.set_datastores(ds_store.clone());
-    let datastores = datastores
+    datastores
         .reconcile_on(futures_util::stream::unfold(
             datastores_to_check,
             |mut names| async move {
@@ -472,10 +488,22 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
             },
         )
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
+        .graceful_shutdown_on(shutdown)
         .run(datastores::reconcile, datastores::error_policy, ctx.clone())
-        .for_each(|_| std::future::ready(()));
+        .for_each(|_| std::future::ready(()))
+}
 
+/// The TenantControlPlane controller over `control_planes` (fed by the watch that also keeps
+/// `usedBy`), until `shutdown`.
+fn control_plane_controller(
+    ctx: Arc<Context>,
+    control_planes: Controller<TenantControlPlane>,
+    tcp_store: reflector::Store<TenantControlPlane>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> impl Future<Output = ()> + Send {
+    let client = ctx.client.clone();
+    let selector = ctx.settings.datastore_selector.clone();
+    let concurrency = ctx.settings.concurrency;
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
     // when a Secret they own changes.
     let owned_secrets = match &ctx.settings.namespace {
@@ -522,7 +550,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     let (service_store, service_events) = cached_watch(owned_services, owned(), |_| {});
     ctx.caches.set_services(service_store);
     let services = service_events.touched_objects();
-    let control_planes = control_planes
+    control_planes
         .owns_stream(secrets)
         .owns_stream(deployments)
         .owns_stream(services)
@@ -555,19 +583,13 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                 .concurrency(concurrency)
                 .debounce(TCP_DEBOUNCE),
         )
-        .graceful_shutdown_on(signal(shutdown_tx.subscribe()))
+        .graceful_shutdown_on(shutdown)
         .run(
             tenant_control_plane::reconcile,
             tenant_control_plane::error_policy,
             ctx,
         )
-        .for_each(|_| std::future::ready(()));
-
-    let stop = async move {
-        shutdown.await;
-        let _ = shutdown_tx.send(());
-    };
-    tokio::join!(datastores, control_planes, stop);
+        .for_each(|_| std::future::ready(()))
 }
 
 /// Runs the controllers: with `lease`, only while holding it (returns [`leader::LeaderError`] when the

@@ -77,6 +77,37 @@ fn kv(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
+/// kube-apiserver's storage flags: etcd's servers, prefix and client certificate, or kine's socket;
+/// and the overrides.
+fn storage_flags(storage: &StorageView) -> BTreeMap<String, String> {
+    let mut managed = BTreeMap::new();
+    match storage.driver {
+        Driver::Etcd => {
+            managed.insert(
+                "etcd-servers".into(),
+                storage
+                    .endpoints
+                    .iter()
+                    .map(|e| with_scheme(e))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            managed.insert("etcd-prefix".into(), format!("/{}", storage.schema));
+            managed.insert("etcd-cafile".into(), format!("{PKI}/etcd/ca.crt"));
+            managed.insert("etcd-certfile".into(), format!("{PKI}/etcd/server.crt"));
+            managed.insert("etcd-keyfile".into(), format!("{PKI}/etcd/server.key"));
+            managed.insert("etcd-compaction-interval".into(), "0".into());
+        }
+        _ => {
+            managed.insert("etcd-servers".into(), "unix:///uds/kine".into());
+        }
+    }
+    if let Some(o) = etcd_servers_overrides(&storage.overrides) {
+        managed.insert("etcd-servers-overrides".into(), o);
+    }
+    managed
+}
+
 /// kube-apiserver's args.
 pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
     let np = tcp.spec.network_profile.clone().unwrap_or_default();
@@ -139,30 +170,7 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
     {
         managed.insert("advertise-address".into(), address);
     }
-    match storage.driver {
-        Driver::Etcd => {
-            managed.insert(
-                "etcd-servers".into(),
-                storage
-                    .endpoints
-                    .iter()
-                    .map(|e| with_scheme(e))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-            managed.insert("etcd-prefix".into(), format!("/{}", storage.schema));
-            managed.insert("etcd-cafile".into(), format!("{PKI}/etcd/ca.crt"));
-            managed.insert("etcd-certfile".into(), format!("{PKI}/etcd/server.crt"));
-            managed.insert("etcd-keyfile".into(), format!("{PKI}/etcd/server.key"));
-            managed.insert("etcd-compaction-interval".into(), "0".into());
-        }
-        _ => {
-            managed.insert("etcd-servers".into(), "unix:///uds/kine".into());
-        }
-    }
-    if let Some(o) = etcd_servers_overrides(&storage.overrides) {
-        managed.insert("etcd-servers-overrides".into(), o);
-    }
+    managed.extend(storage_flags(storage));
     let user = user_args(tcp, |e| e.api_server.clone());
     let mut defaults = kv(&[
         ("allow-privileged", "true".into()),

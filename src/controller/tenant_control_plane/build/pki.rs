@@ -60,19 +60,14 @@ struct Material {
     not_after: i64,
 }
 
-fn new_ca(cn: &str, now: i64, alg: KeyAlgorithm) -> Result<(String, String, i64), Error> {
-    let validity = Validity::days(now, 3650);
-    let ca = Ca::generate(cn, alg, validity).map_err(pki_err)?;
-    Ok((ca.ca.cert_pem, ca.ca.key_pem, validity.not_after()))
-}
-
-fn leaf(
+/// A leaf certificate signed by `ca` (PEM), valid for a year: `(cert, key, notAfter)`.
+fn issue(
     ca: (&str, &str),
+    alg: KeyAlgorithm,
     cn: &str,
     groups: &[&str],
-    sans: Option<(&[String], &[IpAddr])>,
+    usage: Usage<'_>,
     now: i64,
-    alg: KeyAlgorithm,
 ) -> Result<(String, String, i64), Error> {
     let issuer = Ca::from_pem(CertKey {
         cert_pem: ca.0.to_string(),
@@ -80,10 +75,6 @@ fn leaf(
     })
     .map_err(pki_err)?
     .with_key_algorithm(alg);
-    let usage = match sans {
-        Some((dns, ips)) => Usage::Server { dns, ips },
-        None => Usage::Client,
-    };
     let validity = Validity::days(now, 365);
     let cert = issuer.issue(cn, groups, usage, Some(validity)).map_err(pki_err)?;
     Ok((cert.cert_pem, cert.key_pem, validity.not_after()))
@@ -215,7 +206,6 @@ fn get(data: &BTreeMap<String, String>, key: &str) -> Result<String, Error> {
         .cloned()
         .ok_or_else(|| invalid("CertificateGenerationFailed", format!("{key} missing")))
 }
-
 /// Builds every PKI and kubeconfig Secret, reusing the existing material where [`reusable`].
 /// A regenerated CA changes the inputs of every certificate it signs, so they are regenerated too.
 pub fn pki(
@@ -225,7 +215,6 @@ pub fn pki(
     settings: &WorkloadSettings,
     now: i64,
 ) -> Result<Pki, Error> {
-    let alg = settings.key_algorithm;
     let mut b = PkiBuilder {
         tcp,
         existing,
@@ -236,186 +225,236 @@ pub fn pki(
             generated: Vec::new(),
         },
     };
-    let ca = b.secret(
-        ca_secret_name(tcp),
-        "ca",
-        &["ca.crt", "ca.key", "tls.crt", "tls.key"],
-        sha(&["ca", "v1"]),
-        || {
-            let (cert, key, not_after) = new_ca("kubernetes", now, alg)?;
-            Ok(Material {
-                data: BTreeMap::from([
-                    ("ca.crt".into(), cert.clone()),
-                    ("ca.key".into(), key.clone()),
-                    ("tls.crt".into(), cert),
-                    ("tls.key".into(), key),
-                ]),
-                not_after,
-            })
-        },
-    )?;
-    let (ca_cert, ca_key) = (get(&ca, "ca.crt")?, get(&ca, "ca.key")?);
-    let fp = b.secret(
-        front_proxy_ca_secret_name(tcp),
-        "front-proxy-ca-certificate",
-        &["front-proxy-ca.crt", "front-proxy-ca.key"],
-        sha(&["front-proxy-ca", "v1"]),
-        || {
-            let (cert, key, not_after) = new_ca("front-proxy-ca", now, alg)?;
-            Ok(Material {
-                data: BTreeMap::from([
-                    ("front-proxy-ca.crt".into(), cert),
-                    ("front-proxy-ca.key".into(), key),
-                ]),
-                not_after,
-            })
-        },
-    )?;
-    let (fp_cert, fp_key) = (get(&fp, "front-proxy-ca.crt")?, get(&fp, "front-proxy-ca.key")?);
-    b.secret(
-        sa_secret_name(tcp),
-        "sa-certificate",
-        &["sa.pub", "sa.key"],
-        sha(&["sa", "v1"]),
-        || {
-            let key = crate::pki::new_key(alg).map_err(pki_err)?;
-            Ok(Material {
-                data: BTreeMap::from([
-                    ("sa.pub".into(), key.public_key_pem()),
-                    ("sa.key".into(), key.serialize_pem()),
-                ]),
-                // A key pair does not expire.
-                not_after: i64::MAX / 2,
-            })
-        },
-    )?;
-    let (dns, ips) = apiserver_sans(tcp, cluster_ip);
-    let ip_text: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
-    let mut inputs: Vec<&str> = vec!["apiserver", &ca_cert];
-    inputs.extend(dns.iter().map(String::as_str));
-    inputs.extend(ip_text.iter().map(String::as_str));
-    b.secret(
-        apiserver_secret_name(tcp),
-        "api-server-certificate",
-        &["apiserver.crt", "apiserver.key"],
-        sha(&inputs),
-        || {
-            let (cert, key, not_after) = leaf(
-                (&ca_cert, &ca_key),
-                "kube-apiserver",
-                &[],
-                Some((&dns, &ips)),
-                now,
-                alg,
-            )?;
-            Ok(Material {
-                data: BTreeMap::from([("apiserver.crt".into(), cert), ("apiserver.key".into(), key)]),
-                not_after,
-            })
-        },
-    )?;
-    b.secret(
-        kubelet_client_secret_name(tcp),
-        "api-server-kubelet-client-certificate",
-        &["apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"],
-        sha(&["apiserver-kubelet-client", &ca_cert]),
-        || {
-            let (cert, key, not_after) = leaf(
-                (&ca_cert, &ca_key),
-                "kube-apiserver-kubelet-client",
-                &["kubeadm:cluster-admins"],
-                None,
-                now,
-                alg,
-            )?;
-            Ok(Material {
-                data: BTreeMap::from([
-                    ("apiserver-kubelet-client.crt".into(), cert),
-                    ("apiserver-kubelet-client.key".into(), key),
-                ]),
-                not_after,
-            })
-        },
-    )?;
-    b.secret(
-        front_proxy_client_secret_name(tcp),
-        "front-proxy-client-certificate",
-        &["front-proxy-client.crt", "front-proxy-client.key"],
-        sha(&["front-proxy-client", &fp_cert]),
-        || {
-            let (cert, key, not_after) =
-                leaf((&fp_cert, &fp_key), "front-proxy-client", &[], None, now, alg)?;
-            Ok(Material {
-                data: BTreeMap::from([
-                    ("front-proxy-client.crt".into(), cert),
-                    ("front-proxy-client.key".into(), key),
-                ]),
-                not_after,
-            })
-        },
-    )?;
-    let port = port(tcp);
-    let local = format!("https://127.0.0.1:{port}");
-    let admin_server = match tcp
-        .spec
-        .network_profile
-        .as_ref()
-        .and_then(|n| n.address.clone())
-        .filter(|a| !a.is_empty())
-    {
-        Some(address) if address.contains(':') => format!("https://[{address}]:{port}"),
-        Some(address) => format!("https://{address}:{port}"),
-        None => format!(
-            "https://{}.{}.svc:{port}",
-            tcp.name_any(),
-            tcp.namespace().unwrap_or_default()
-        ),
-    };
-    // (Secret, component, key, user, groups, server)
-    type KubeconfigSpec<'s> = (String, &'s str, &'s str, &'s str, &'s [&'s str], &'s str);
-    let kubeconfigs: [KubeconfigSpec<'_>; 3] = [
-        (
-            admin_kubeconfig_name(tcp),
-            "admin-kubeconfig",
-            "admin.conf",
-            "kubernetes-admin",
-            &["system:masters"],
-            &admin_server,
-        ),
-        (
-            controller_manager_kubeconfig_name(tcp),
-            "controller-manager-kubeconfig",
-            "controller-manager.conf",
-            "system:kube-controller-manager",
-            &[],
-            &local,
-        ),
-        (
-            scheduler_kubeconfig_name(tcp),
-            "scheduler-kubeconfig",
-            "scheduler.conf",
-            "system:kube-scheduler",
-            &[],
-            &local,
-        ),
-    ];
-    for (name, component, key_name, user, groups, server) in kubeconfigs {
-        b.secret(
-            name,
-            component,
-            &[key_name],
-            sha(&["kubeconfig", user, server, &ca_cert]),
+    let cas = b.cas()?;
+    b.leaves(&cas, cluster_ip)?;
+    b.kubeconfigs(&cas)?;
+    Ok(b.out)
+}
+
+/// The cluster CA's and the front-proxy CA's certificate and key, PEM.
+struct Cas {
+    ca_cert: String,
+    ca_key: String,
+    fp_cert: String,
+    fp_key: String,
+}
+
+impl PkiBuilder<'_> {
+    /// The cluster CA, the front-proxy CA and the service-account key.
+    fn cas(&mut self) -> Result<Cas, Error> {
+        let (tcp, now, alg) = (self.tcp, self.now, self.settings.key_algorithm);
+        let ca = self.secret(
+            ca_secret_name(tcp),
+            "ca",
+            &["ca.crt", "ca.key", "tls.crt", "tls.key"],
+            sha(&["ca", "v1"]),
             || {
-                let (cert, key, not_after) = leaf((&ca_cert, &ca_key), user, groups, None, now, alg)?;
+                let validity = Validity::days(now, 3650);
+                let ca = Ca::generate("kubernetes", alg, validity).map_err(pki_err)?;
+                let (cert, key, not_after) = (ca.ca.cert_pem, ca.ca.key_pem, validity.not_after());
                 Ok(Material {
-                    data: BTreeMap::from([(
-                        key_name.to_string(),
-                        kubeconfig(&ca_cert, server, user, &cert, &key)?,
-                    )]),
+                    data: BTreeMap::from([
+                        ("ca.crt".into(), cert.clone()),
+                        ("ca.key".into(), key.clone()),
+                        ("tls.crt".into(), cert),
+                        ("tls.key".into(), key),
+                    ]),
                     not_after,
                 })
             },
         )?;
+        let (ca_cert, ca_key) = (get(&ca, "ca.crt")?, get(&ca, "ca.key")?);
+        let fp = self.secret(
+            front_proxy_ca_secret_name(tcp),
+            "front-proxy-ca-certificate",
+            &["front-proxy-ca.crt", "front-proxy-ca.key"],
+            sha(&["front-proxy-ca", "v1"]),
+            || {
+                let validity = Validity::days(now, 3650);
+                let ca = Ca::generate("front-proxy-ca", alg, validity).map_err(pki_err)?;
+                let (cert, key, not_after) = (ca.ca.cert_pem, ca.ca.key_pem, validity.not_after());
+                Ok(Material {
+                    data: BTreeMap::from([
+                        ("front-proxy-ca.crt".into(), cert),
+                        ("front-proxy-ca.key".into(), key),
+                    ]),
+                    not_after,
+                })
+            },
+        )?;
+        let (fp_cert, fp_key) = (get(&fp, "front-proxy-ca.crt")?, get(&fp, "front-proxy-ca.key")?);
+        self.secret(
+            sa_secret_name(tcp),
+            "sa-certificate",
+            &["sa.pub", "sa.key"],
+            sha(&["sa", "v1"]),
+            || {
+                let key = crate::pki::new_key(alg).map_err(pki_err)?;
+                Ok(Material {
+                    data: BTreeMap::from([
+                        ("sa.pub".into(), key.public_key_pem()),
+                        ("sa.key".into(), key.serialize_pem()),
+                    ]),
+                    // A key pair does not expire.
+                    not_after: i64::MAX / 2,
+                })
+            },
+        )?;
+        Ok(Cas {
+            ca_cert,
+            ca_key,
+            fp_cert,
+            fp_key,
+        })
     }
-    Ok(b.out)
+
+    /// The apiserver's serving certificate, its kubelet client and the front-proxy client.
+    fn leaves(&mut self, cas: &Cas, cluster_ip: Option<&str>) -> Result<(), Error> {
+        let (tcp, now, alg) = (self.tcp, self.now, self.settings.key_algorithm);
+        let (ca_cert, ca_key) = (cas.ca_cert.clone(), cas.ca_key.clone());
+        let (fp_cert, fp_key) = (cas.fp_cert.clone(), cas.fp_key.clone());
+        let (dns, ips) = apiserver_sans(tcp, cluster_ip);
+        let ip_text: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+        let mut inputs: Vec<&str> = vec!["apiserver", &ca_cert];
+        inputs.extend(dns.iter().map(String::as_str));
+        inputs.extend(ip_text.iter().map(String::as_str));
+        self.secret(
+            apiserver_secret_name(tcp),
+            "api-server-certificate",
+            &["apiserver.crt", "apiserver.key"],
+            sha(&inputs),
+            || {
+                let (cert, key, not_after) = issue(
+                    (&ca_cert, &ca_key),
+                    alg,
+                    "kube-apiserver",
+                    &[],
+                    Usage::Server { dns: &dns, ips: &ips },
+                    now,
+                )?;
+                Ok(Material {
+                    data: BTreeMap::from([("apiserver.crt".into(), cert), ("apiserver.key".into(), key)]),
+                    not_after,
+                })
+            },
+        )?;
+        self.secret(
+            kubelet_client_secret_name(tcp),
+            "api-server-kubelet-client-certificate",
+            &["apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"],
+            sha(&["apiserver-kubelet-client", &ca_cert]),
+            || {
+                let (cert, key, not_after) = issue(
+                    (&ca_cert, &ca_key),
+                    alg,
+                    "kube-apiserver-kubelet-client",
+                    &["kubeadm:cluster-admins"],
+                    Usage::Client,
+                    now,
+                )?;
+                Ok(Material {
+                    data: BTreeMap::from([
+                        ("apiserver-kubelet-client.crt".into(), cert),
+                        ("apiserver-kubelet-client.key".into(), key),
+                    ]),
+                    not_after,
+                })
+            },
+        )?;
+        self.secret(
+            front_proxy_client_secret_name(tcp),
+            "front-proxy-client-certificate",
+            &["front-proxy-client.crt", "front-proxy-client.key"],
+            sha(&["front-proxy-client", &fp_cert]),
+            || {
+                let (cert, key, not_after) = issue(
+                    (&fp_cert, &fp_key),
+                    alg,
+                    "front-proxy-client",
+                    &[],
+                    Usage::Client,
+                    now,
+                )?;
+                Ok(Material {
+                    data: BTreeMap::from([
+                        ("front-proxy-client.crt".into(), cert),
+                        ("front-proxy-client.key".into(), key),
+                    ]),
+                    not_after,
+                })
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The admin, controller-manager and scheduler kubeconfigs.
+    fn kubeconfigs(&mut self, cas: &Cas) -> Result<(), Error> {
+        let (tcp, now, alg) = (self.tcp, self.now, self.settings.key_algorithm);
+        let (ca_cert, ca_key) = (cas.ca_cert.clone(), cas.ca_key.clone());
+        let port = port(tcp);
+        let local = format!("https://127.0.0.1:{port}");
+        let admin_server = match tcp
+            .spec
+            .network_profile
+            .as_ref()
+            .and_then(|n| n.address.clone())
+            .filter(|a| !a.is_empty())
+        {
+            Some(address) if address.contains(':') => format!("https://[{address}]:{port}"),
+            Some(address) => format!("https://{address}:{port}"),
+            None => format!(
+                "https://{}.{}.svc:{port}",
+                tcp.name_any(),
+                tcp.namespace().unwrap_or_default()
+            ),
+        };
+        // (Secret, component, key, user, groups, server)
+        type KubeconfigSpec<'s> = (String, &'s str, &'s str, &'s str, &'s [&'s str], &'s str);
+        let kubeconfigs: [KubeconfigSpec<'_>; 3] = [
+            (
+                admin_kubeconfig_name(tcp),
+                "admin-kubeconfig",
+                "admin.conf",
+                "kubernetes-admin",
+                &["system:masters"],
+                &admin_server,
+            ),
+            (
+                controller_manager_kubeconfig_name(tcp),
+                "controller-manager-kubeconfig",
+                "controller-manager.conf",
+                "system:kube-controller-manager",
+                &[],
+                &local,
+            ),
+            (
+                scheduler_kubeconfig_name(tcp),
+                "scheduler-kubeconfig",
+                "scheduler.conf",
+                "system:kube-scheduler",
+                &[],
+                &local,
+            ),
+        ];
+        for (name, component, key_name, user, groups, server) in kubeconfigs {
+            self.secret(
+                name,
+                component,
+                &[key_name],
+                sha(&["kubeconfig", user, server, &ca_cert]),
+                || {
+                    let (cert, key, not_after) =
+                        issue((&ca_cert, &ca_key), alg, user, groups, Usage::Client, now)?;
+                    Ok(Material {
+                        data: BTreeMap::from([(
+                            key_name.to_string(),
+                            kubeconfig(&ca_cert, server, user, &cert, &key)?,
+                        )]),
+                        not_after,
+                    })
+                },
+            )?;
+        }
+        Ok(())
+    }
 }
