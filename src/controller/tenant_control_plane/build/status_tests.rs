@@ -36,23 +36,11 @@ fn deployment(replicas: i32, status: DeploymentStatus) -> Deployment {
             name: Some("cp".into()),
             ..Default::default()
         },
-        status: Some(status),
-        ..Default::default()
-    }
-    .tap(replicas)
-}
-
-trait Tap {
-    fn tap(self, replicas: i32) -> Self;
-}
-
-impl Tap for Deployment {
-    fn tap(mut self, replicas: i32) -> Self {
-        self.spec = Some(k8s_openapi::api::apps::v1::DeploymentSpec {
+        spec: Some(k8s_openapi::api::apps::v1::DeploymentSpec {
             replicas: Some(replicas),
             ..Default::default()
-        });
-        self
+        }),
+        status: Some(status),
     }
 }
 
@@ -226,8 +214,7 @@ fn available_conditions_follow_readyz() {
 #[test]
 fn a_failed_workload_step_names_its_phase_and_keeps_what_it_did_not_reach() {
     let t = tcp();
-    let earlier = Conditions::new(&[], Some(3), now());
-    let mut earlier = earlier;
+    let mut earlier = Conditions::new(&[], Some(3), now());
     earlier.set(DEPLOYMENT_AVAILABLE, Some(true), "RolloutComplete", "old");
     let previous = earlier.into_vec();
     let err = Error::NotReady {
