@@ -14,6 +14,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY .sqlx ./.sqlx
 COPY migrations ./migrations
 COPY src ./src
+COPY crates ./crates
 COPY benches ./benches
 COPY tests ./tests
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

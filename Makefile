@@ -18,7 +18,7 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## Only the control-plane binaries of the main version are needed (no extra versions).
 run: deps
 	TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build >/dev/null
-	$(CARGO) run --release -- dev up
+	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
 test: deps test-env fmt-check clippy openapi-check test-only
@@ -31,17 +31,17 @@ test-env:
 	scripts/test-env build
 
 fmt-check:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## openapi-check: the committed OpenAPI document is valid OpenAPI 3.1 (drift is checked by the tests)
 openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
 
 test-only:
-	$(CARGO) test --lib --bins --tests -- --test-threads=8
+	$(CARGO) test --workspace --lib --bins --tests -- --test-threads=8
 
 ## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI, GraphQL SDL)
 generate:

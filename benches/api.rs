@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenantplane::localenv::{
+use tenantplane_devenv::localenv::{
     self, ports,
     postgres::LocalPostgres,
     process::{ChildProcess, Spec},

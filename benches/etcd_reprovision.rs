@@ -18,12 +18,12 @@ use std::time::Instant;
 use futures::{StreamExt as _, stream};
 use tenantplane::{
     datastore::{Driver as _, Owner, TenantSpace, etcd::EtcdDriver},
-    localenv::{
-        self,
-        etcd::{EtcdOptions, LocalEtcd},
-        process,
-    },
     pki::Ca,
+};
+use tenantplane_devenv::localenv::{
+    self,
+    etcd::{EtcdOptions, LocalEtcd},
+    process,
 };
 
 /// Provisions in flight, as the controller's default concurrency.

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use sqlx::Connection as _;
 use tenantplane::{
     domain::Role,
-    localenv::{self, postgres::LocalPostgres},
     service::{self, model::CreateControlPlane},
     store,
 };
+use tenantplane_devenv::localenv::{self, postgres::LocalPostgres};
 use tenantplane_testkit::app;
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 

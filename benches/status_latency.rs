@@ -16,14 +16,14 @@ use serde_json::json;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use tenantplane::{
     k8s::crd::TenantControlPlane,
-    localenv::{
-        self,
-        etcd::{EtcdOptions, LocalEtcd},
-        kube::{KubeOptions, LocalKube},
-        postgres::LocalPostgres,
-    },
     store::{self, control_planes::NewControlPlane},
     worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+use tenantplane_devenv::localenv::{
+    self,
+    etcd::{EtcdOptions, LocalEtcd},
+    kube::{KubeOptions, LocalKube},
+    postgres::LocalPostgres,
 };
 
 const CHANGES: usize = 500;

@@ -40,14 +40,14 @@ use tenantplane::{
     },
     datastore::{Driver as _, Owner, TenantSpace, etcd::EtcdDriver},
     k8s::crd::{DataStore, TenantControlPlane},
-    localenv::{
-        self,
-        etcd::{EtcdOptions, LocalEtcd},
-        kube::{KubeOptions, LocalKube},
-        ports,
-        process::{self, ChildProcess, Spec},
-    },
     pki::Ca,
+};
+use tenantplane_devenv::localenv::{
+    self,
+    etcd::{EtcdOptions, LocalEtcd},
+    kube::{KubeOptions, LocalKube},
+    ports,
+    process::{self, ChildProcess, Spec},
 };
 
 /// Namespace of the TenantControlPlanes the controller reconciles.

@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tenantplane::dev::{DEMO_TENANT, DevOptions, DevStack};
+use tenantplane_devenv::dev::{DEMO_TENANT, DevOptions, DevStack};
 
 async fn get(http: &reqwest::Client, url: &str, token: &str) -> Value {
     http.get(url)

@@ -11,9 +11,10 @@ use crate::{
     auth::{TokenSettings, keys::ServerKey},
     config::{AuthArgs, ControllerArgs, DbArgs, GlobalArgs, ServeArgs, WorkerArgs},
     domain::Role,
-    localenv::postgres::LocalPostgres,
+    runtime::postgres::LocalPostgres,
+    runtime::telemetry,
     service::{self, Ctx},
-    store, telemetry,
+    store,
     worker::{Worker, WorkerMetrics},
 };
 
@@ -49,40 +50,6 @@ pub enum Command {
     Sdl,
     /// Run the DataStore and TenantControlPlane controllers (leader-elected).
     Controller(ControllerArgs),
-    /// Local development: the pod-less runner and the one-machine stack of `make run`.
-    #[command(subcommand)]
-    Dev(DevCommand),
-}
-
-/// `tenantplane dev …`.
-#[derive(Debug, Subcommand)]
-pub enum DevCommand {
-    /// Run control-plane Deployments of a management cluster as local processes (the pod-less runner).
-    Runner(DevRunnerArgs),
-    /// Start PostgreSQL, etcd, kube-apiserver and Tenantplane with the runner; print URLs and tokens.
-    Up(DevUpArgs),
-}
-
-/// `tenantplane dev runner`.
-#[derive(Debug, clap::Args)]
-pub struct DevRunnerArgs {
-    /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
-    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// Directory of the pods (volumes, logs); default `$TMPDIR/tenantplane-<pid>/pods`.
-    #[arg(long)]
-    pub dir: Option<std::path::PathBuf>,
-    /// Only Deployments of these namespaces (repeatable; default: all).
-    #[arg(long = "namespace")]
-    pub namespaces: Vec<String>,
-}
-
-/// `tenantplane dev up`.
-#[derive(Debug, clap::Args)]
-pub struct DevUpArgs {
-    /// Address of the HTTP API.
-    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: std::net::SocketAddr,
 }
 
 /// `tenantplane token …`.
@@ -120,7 +87,7 @@ impl Cli {
     /// Runs the chosen subcommand and maps errors to a non-zero exit code.
     pub async fn run(self) -> ExitCode {
         telemetry::init(self.global.log_format);
-        crate::localenv::install_crypto_provider();
+        crate::runtime::install_crypto_provider();
         let result = match self.command {
             Command::Version => {
                 println!("tenantplane {}", crate::VERSION);
@@ -132,8 +99,6 @@ impl Cli {
             Command::Token(TokenCommand::Mint(args)) => mint(args).await,
             Command::Crdgen(args) => args.run(),
             Command::Controller(args) => controller(args).await,
-            Command::Dev(DevCommand::Runner(args)) => dev_runner(args).await,
-            Command::Dev(DevCommand::Up(args)) => dev_up(args).await,
             Command::Openapi => {
                 print!("{}", api::openapi_json());
                 Ok(())
@@ -283,18 +248,6 @@ async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// `tenantplane worker`.
 async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     args.worker.validate().map_err(anyhow::Error::msg)?;
@@ -302,21 +255,21 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     if args.migrate {
         store::MIGRATOR.run(&pool).await.context("run migrations")?;
     }
-    let kube = kube_client(args.kubeconfig.as_deref())
+    let kube = crate::k8s::client(args.kubeconfig.as_deref())
         .await
         .context("the worker needs a management cluster (--kubeconfig)")?;
     let worker = Arc::new(Worker::new(pool, kube, args.worker, WorkerMetrics::default()));
     println!("tenantplane worker {} running", worker.id());
     tokio::select! {
         r = worker.run() => r,
-        () = shutdown_signal() => Ok(()),
+        () = crate::runtime::shutdown_signal() => Ok(()),
     }
 }
 
 /// `tenantplane controller`.
 async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     use crate::controller::{ControllerSettings, leader::LeaseSettings, metrics::Metrics};
-    let client = kube_client(args.kubeconfig.as_deref())
+    let client = crate::k8s::client(args.kubeconfig.as_deref())
         .await
         .context("connect to the management cluster")?;
     let identity = args.identity();
@@ -355,44 +308,16 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     };
     let http = tokio::spawn(async move { axum::serve(listener, router).await });
     tracing::info!(%identity, leader_election = lease.is_some(), "starting the controllers");
-    let result = crate::controller::run(client, settings, lease, metrics, shutdown_signal()).await;
+    let result = crate::controller::run(
+        client,
+        settings,
+        lease,
+        metrics,
+        crate::runtime::shutdown_signal(),
+    )
+    .await;
     http.abort();
     result.map_err(anyhow::Error::from)
-}
-
-/// `tenantplane dev runner`.
-async fn dev_runner(args: DevRunnerArgs) -> anyhow::Result<()> {
-    let client = kube_client(args.kubeconfig.as_deref())
-        .await
-        .context("connect to the management cluster")?;
-    let dir = match args.dir {
-        Some(dir) => dir,
-        None => crate::localenv::workdir()?.join("pods"),
-    };
-    let mut settings = crate::runner::RunnerSettings::new(dir.clone());
-    if !args.namespaces.is_empty() {
-        settings.namespaces = Some(args.namespaces.into_iter().collect());
-    }
-    let mut runner = crate::runner::Runner::start(client, settings).context("start the runner")?;
-    println!("tenantplane runner running; pods in {}", dir.display());
-    shutdown_signal().await;
-    runner.stop().await;
-    Ok(())
-}
-
-/// `tenantplane dev up` (what `make run` starts).
-async fn dev_up(args: DevUpArgs) -> anyhow::Result<()> {
-    let stack = crate::dev::DevStack::start(crate::dev::DevOptions {
-        listen: args.listen,
-        progress: true,
-    })
-    .await?;
-    println!("{}", stack.banner());
-    shutdown_signal().await;
-    eprintln!("[dev up] stopping");
-    stack.stop().await;
-    eprintln!("[dev up] stopped; nothing left running");
-    Ok(())
 }
 
 /// `tenantplane serve`.
@@ -413,7 +338,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("bind {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let kube = kube_client(args.kubeconfig.as_deref()).await;
+    let kube = crate::k8s::client(args.kubeconfig.as_deref()).await;
     let worker_metrics = WorkerMetrics::default();
     let background = if args.with_worker {
         let kube = kube
@@ -455,7 +380,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
-    app.serve(listener, shutdown_signal()).await?;
+    app.serve(listener, crate::runtime::shutdown_signal()).await?;
     if let Some(task) = background {
         task.abort();
     }
@@ -465,20 +390,4 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     drop(local_pg);
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }

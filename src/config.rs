@@ -2,17 +2,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
-pub use crate::secret::Secret;
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum LogFormat {
-    /// Human-readable, coloured when on a terminal.
-    #[default]
-    Pretty,
-    /// One JSON object per line.
-    Json,
-}
+pub use crate::{runtime::telemetry::LogFormat, secret::Secret};
 
 /// Settings shared by every subcommand.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,27 +1,20 @@
 //! Tenantplane: control-plane-as-a-service in front of Kamaji-compatible `TenantControlPlane`s.
 //!
-//! The binary (`src/main.rs`) only dispatches to [`cli`]; everything lives here so that tests and
-//! every subcommand link the same code.
+//! This package is the `tenantplane` binary. Its own modules are the command line ([`cli`]), its
+//! configuration ([`config`]) and logging ([`telemetry`]); the rest lives in the workspace crates,
+//! re-exported here under the module names the binary and the tests use. The dev-tooling crate
+//! (`tenantplane-devenv`) is not among them: only tests and benches depend on it.
 
-pub mod api;
-pub mod auth;
+pub use tenantplane_controller as controller;
+pub use tenantplane_core::{domain, placement, secret, translate};
+pub use tenantplane_crd as k8s;
+pub use tenantplane_datastore as datastore;
+pub use tenantplane_pki as pki;
+pub use tenantplane_runtime::{self as runtime, telemetry};
+pub use tenantplane_server::{api, auth, service, store, worker};
+
 pub mod cli;
 pub mod config;
-pub mod controller;
-pub mod datastore;
-pub mod dev;
-pub mod domain;
-pub mod k8s;
-pub mod localenv;
-pub mod pki;
-pub mod placement;
-pub mod runner;
-pub mod secret;
-pub mod service;
-pub mod store;
-pub mod telemetry;
-pub mod translate;
-pub mod worker;
 
 /// The crate version, as printed by `tenantplane version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -30,13 +30,13 @@ use tenantplane::{
         metrics::Metrics,
     },
     k8s::crd::{DataStore, TenantControlPlane},
-    localenv::{
-        self,
-        etcd::{EtcdOptions, LocalEtcd},
-        nats::LocalNats,
-        ports,
-    },
     pki::{Ca, CertKey, KeyAlgorithm},
+};
+use tenantplane_devenv::localenv::{
+    self,
+    etcd::{EtcdOptions, LocalEtcd},
+    nats::LocalNats,
+    ports,
 };
 
 use crate::support::{self, eventually};

@@ -16,15 +16,15 @@ use tenantplane::{
         nats::{KINE_BUCKET_DESCRIPTION, NatsDriver, NatsSettings, REGISTRY_BUCKET, bucket_name},
         postgres::PostgresDriver,
     },
-    localenv::{
-        self,
-        etcd::{EtcdOptions, LocalEtcd},
-        kine::LocalKine,
-        nats::LocalNats,
-        ports,
-    },
     pki::{Ca, CertKey, KeyAlgorithm},
     secret::Secret,
+};
+use tenantplane_devenv::localenv::{
+    self,
+    etcd::{EtcdOptions, LocalEtcd},
+    kine::LocalKine,
+    nats::LocalNats,
+    ports,
 };
 
 use crate::support;

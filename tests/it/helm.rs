@@ -13,13 +13,11 @@ use std::{
 use kube::Api;
 use serde::Deserialize as _;
 use serde_yaml::Value;
-use tenantplane::{
-    k8s::crd::{
-        BasicAuth, CertificateAuthority, ClientCertificate, ContentRef, DataStore, Driver, SecretReference,
-        TlsConfig,
-    },
-    localenv,
+use tenantplane::k8s::crd::{
+    BasicAuth, CertificateAuthority, ClientCertificate, ContentRef, DataStore, Driver, SecretReference,
+    TlsConfig,
 };
+use tenantplane_devenv::localenv;
 
 use crate::support::{self, kubectl};
 

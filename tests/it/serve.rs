@@ -2,7 +2,7 @@
 
 use std::{process::Stdio, time::Duration};
 
-use tenantplane::localenv::{
+use tenantplane_devenv::localenv::{
     self, ports,
     process::{ChildProcess, Spec},
 };
@@ -153,7 +153,7 @@ async fn serve_refuses_to_start_without_an_encryption_key_on_a_real_database() {
 #[tokio::test]
 async fn serve_refuses_an_external_issuer_that_would_accept_hmac() {
     let url = support::fresh_database("oidcbad").await;
-    let dir = tenantplane::localenv::scratch_dir("oidc-bad").unwrap();
+    let dir = tenantplane_devenv::localenv::scratch_dir("oidc-bad").unwrap();
     let file = dir.join("issuers.yaml");
     std::fs::write(
         &file,

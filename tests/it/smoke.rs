@@ -9,7 +9,7 @@ use kube::{
 };
 use serde_json::json;
 use sqlx::{Connection, MySqlConnection, PgConnection};
-use tenantplane::localenv::{
+use tenantplane_devenv::localenv::{
     self,
     etcd::{EtcdOptions, LocalEtcd},
     kine::LocalKine,

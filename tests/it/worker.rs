@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use tenantplane::{
     k8s::crd::TenantControlPlane,
-    localenv::{
-        self,
-        process::{ChildProcess, Spec},
-    },
     store::{self, control_planes::NewControlPlane},
     translate::{self, LABEL_CONTROL_PLANE, Placement},
     worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+use tenantplane_devenv::localenv::{
+    self,
+    process::{ChildProcess, Spec},
 };
 use uuid::Uuid;
 

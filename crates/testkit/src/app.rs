@@ -1,17 +1,17 @@
-//! The test app: the production app ([`tenantplane::api::App`]) on a migrated database, serving on
+//! The test app: the production app ([`crate::api::App`]) on a migrated database, serving on
 //! `127.0.0.1:0` in the caller's runtime, with a platform-admin token.
 
 use std::{net::SocketAddr, sync::Arc};
 
-use anyhow::Context as _;
-use serde_json::json;
-use tenantplane::{
+use crate::{
     api::{self, AppSettings},
     auth::{TokenSettings, external::ExternalIssuers, keys::ServerKey},
     domain::Role,
     service::{self, Ctx},
     store,
 };
+use anyhow::Context as _;
+use serde_json::json;
 
 /// The issuer, audience and public URL of a test app unless its options say otherwise.
 pub const TEST_ISSUER: &str = "https://tenantplane.test";
@@ -84,7 +84,7 @@ pub struct TestApp {
 /// (a fresh server key), serves on `127.0.0.1:0` in a task of the current runtime, and mints a
 /// platform-admin token. The task panics if serving fails.
 pub async fn spawn(options: TestAppOptions) -> anyhow::Result<TestApp> {
-    tenantplane::localenv::install_crypto_provider();
+    tenantplane_runtime::install_crypto_provider();
     let db = sqlx::postgres::PgPoolOptions::new()
         .max_connections(options.max_connections)
         .connect(&options.database_url)

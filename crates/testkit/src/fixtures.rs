@@ -1,7 +1,7 @@
 //! The TenantControlPlane fixture builder.
 
+use crate::k8s::crd::TenantControlPlane;
 use serde_json::{Value, json};
-use tenantplane::k8s::crd::TenantControlPlane;
 
 /// The Kubernetes version fixtures run unless [`TcpFixture::version`] says otherwise.
 pub const DEFAULT_VERSION: &str = "v1.34.0";

@@ -58,7 +58,7 @@ pub async fn spawn_app_full(
     external: tenantplane::auth::external::ExternalIssuers,
     graphql: tenantplane::api::graphql::GraphqlSettings,
 ) -> App {
-    tenantplane::localenv::install_crypto_provider();
+    tenantplane_devenv::localenv::install_crypto_provider();
     let mut options = app::TestAppOptions::new(support::fresh_database("api").await);
     options.kube = kube;
     options.external = external;

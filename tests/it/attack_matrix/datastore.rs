@@ -19,9 +19,9 @@ use serde_json::json;
 use sqlx::{Connection, MySqlConnection, PgConnection};
 use tenantplane::{
     k8s::crd::TenantControlPlane,
-    localenv::{self, etcd::LocalEtcd, nats::LocalNats},
     pki::{Ca, CertKey},
 };
+use tenantplane_devenv::localenv::{self, etcd::LocalEtcd, nats::LocalNats};
 
 use crate::{
     controller::{Env, env, etcd_auth, pg_root, tls_etcd, wait_for_event},

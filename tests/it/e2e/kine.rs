@@ -4,7 +4,7 @@ use futures_util::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::{Connection, MySqlConnection, PgConnection};
-use tenantplane::localenv::{
+use tenantplane_devenv::localenv::{
     self,
     mariadb::{LocalMariaDb, MariaDbTls, TLS_ADMIN},
     nats::LocalNats,

@@ -7,7 +7,6 @@
 mod etcd;
 mod kine;
 mod lifecycle;
-mod make_run;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -21,14 +20,16 @@ use serde_json::{Value, json};
 use tenantplane::{
     controller::{ControllerSettings, metrics::Metrics},
     k8s::crd::DataStore,
+    pki::{Ca, CertKey},
+    translate::TenantAddress,
+    worker::{Worker, WorkerMetrics, WorkerSettings},
+};
+use tenantplane_devenv::{
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
     },
-    pki::{Ca, CertKey},
     runner::{Runner, RunnerSettings},
-    translate::TenantAddress,
-    worker::{Worker, WorkerMetrics, WorkerSettings},
 };
 
 use crate::{

@@ -7,11 +7,13 @@
 
 #![allow(dead_code)]
 
-use std::{future::Future, sync::OnceLock, time::Duration};
+pub use tenantplane_testkit::{eventually, processes_mentioning};
+
+use std::{future::Future, sync::OnceLock};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, api::PostParams};
-use tenantplane::localenv::{
+use tenantplane_devenv::localenv::{
     self,
     etcd::{EtcdOptions, LocalEtcd},
     kube::{KubeOptions, LocalKube},
@@ -153,25 +155,6 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
 }
 
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Runs kubectl against the shared cluster with `stdin`; returns (success, stdout, stderr).
 pub fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     use std::io::Write;
@@ -211,31 +194,4 @@ pub fn crds_installed() {
     .as_ref()
     .map_err(|e| e.clone())
     .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Command lines of live processes (not zombies) whose command line mentions `needle`.
-pub fn processes_mentioning(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(cmdline) = std::fs::read(path.join("cmdline")) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let zombie = std::fs::read_to_string(path.join("stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie && text.contains(needle) {
-            found.push(format!(
-                "{}: {}",
-                entry.file_name().to_string_lossy(),
-                text.trim()
-            ));
-        }
-    }
-    found
 }

@@ -1,0 +1,18 @@
+//! Development and test tooling: local etcd, kube-apiserver, kine, MariaDB, NATS, the pod-less runner and `make run`.
+
+use tenantplane_controller as controller;
+use tenantplane_core::domain;
+use tenantplane_core::secret;
+use tenantplane_core::translate;
+use tenantplane_crd as k8s;
+use tenantplane_datastore as datastore;
+use tenantplane_pki as pki;
+use tenantplane_server::api;
+use tenantplane_server::auth;
+use tenantplane_server::service;
+use tenantplane_server::store;
+use tenantplane_server::worker;
+
+pub mod dev;
+pub mod localenv;
+pub mod runner;

@@ -1,0 +1,102 @@
+//! `tenantplane-dev`: the development tools of one machine, `up` (the stack `make run` starts) and `runner`
+//! (the pod-less runner against any management cluster). Not part of the production binary.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+/// Tenantplane's development tools.
+#[derive(Debug, Parser)]
+#[command(name = "tenantplane-dev", version, about)]
+struct Cli {
+    /// Log format; the level comes from `RUST_LOG` (default `info`).
+    #[arg(long, env = "TENANTPLANE_LOG_FORMAT", value_enum, default_value_t = tenantplane_runtime::telemetry::LogFormat::Pretty, global = true)]
+    log_format: tenantplane_runtime::telemetry::LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run control-plane Deployments of a management cluster as local processes (the pod-less runner).
+    Runner(RunnerArgs),
+    /// Start PostgreSQL, etcd, kube-apiserver and Tenantplane with the runner; print URLs and tokens.
+    Up(UpArgs),
+}
+
+/// `tenantplane-dev runner`.
+#[derive(Debug, clap::Args)]
+struct RunnerArgs {
+    /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
+    #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Directory of the pods (volumes, logs); default `$TMPDIR/tenantplane-<pid>/pods`.
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Only Deployments of these namespaces (repeatable; default: all).
+    #[arg(long = "namespace")]
+    namespaces: Vec<String>,
+}
+
+/// `tenantplane-dev up`.
+#[derive(Debug, clap::Args)]
+struct UpArgs {
+    /// Address of the HTTP API.
+    #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tenantplane_runtime::telemetry::init(cli.log_format);
+    tenantplane_runtime::install_crypto_provider();
+    let result = match cli.command {
+        Command::Runner(args) => runner(args).await,
+        Command::Up(args) => up(args).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `tenantplane-dev runner`.
+async fn runner(args: RunnerArgs) -> anyhow::Result<()> {
+    let client = tenantplane_crd::client(args.kubeconfig.as_deref())
+        .await
+        .context("connect to the management cluster")?;
+    let dir = match args.dir {
+        Some(dir) => dir,
+        None => tenantplane_devenv::localenv::workdir()?.join("pods"),
+    };
+    let mut settings = tenantplane_devenv::runner::RunnerSettings::new(dir.clone());
+    if !args.namespaces.is_empty() {
+        settings.namespaces = Some(args.namespaces.into_iter().collect());
+    }
+    let mut runner =
+        tenantplane_devenv::runner::Runner::start(client, settings).context("start the runner")?;
+    println!("tenantplane runner running; pods in {}", dir.display());
+    tenantplane_runtime::shutdown_signal().await;
+    runner.stop().await;
+    Ok(())
+}
+
+/// `tenantplane-dev up` (what `make run` starts).
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let stack = tenantplane_devenv::dev::DevStack::start(tenantplane_devenv::dev::DevOptions {
+        listen: args.listen,
+        progress: true,
+    })
+    .await?;
+    println!("{}", stack.banner());
+    tenantplane_runtime::shutdown_signal().await;
+    eprintln!("[dev up] stopping");
+    stack.stop().await;
+    eprintln!("[dev up] stopped; nothing left running");
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! PostgreSQL repositories (sqlx, compile-time checked). Every tenant-scoped query filters by tenant id.
+
+pub mod control_planes;
+pub mod datastores;
+pub mod idempotency;
+pub mod outbox;
+pub mod placements;
+pub mod tenants;
+pub mod tokens;
+
+use uuid::Uuid;
+
+/// The embedded migrations (`migrations/`).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Store errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique constraint was violated; carries the constraint name.
+    #[error("conflict on {0}")]
+    Conflict(String),
+    /// Any other database error.
+    #[error(transparent)]
+    Db(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &err
+            && db.is_unique_violation()
+        {
+            return StoreError::Conflict(db.constraint().unwrap_or_default().to_string());
+        }
+        StoreError::Db(err)
+    }
+}
+
+/// Writes one audit row.
+#[expect(clippy::too_many_arguments, reason = "mirrors the audit_log columns")]
+pub async fn audit(
+    db: impl sqlx::PgExecutor<'_>,
+    tenant: Option<Uuid>,
+    actor: &str,
+    action: &str,
+    target_kind: &str,
+    target_id: &str,
+    request_id: Option<&str>,
+    details: serde_json::Value,
+) -> Result<(), StoreError> {
+    sqlx::query!(
+        "insert into audit_log (tenant_id, actor, action, target_kind, target_id, request_id, details)
+         values ($1, $2, $3, $4, $5, $6, $7)",
+        tenant,
+        actor,
+        action,
+        target_kind,
+        target_id,
+        request_id,
+        details
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// An audit row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who did it (`role:subject(jti)`).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`.
+    pub action: String,
+    /// The target's id.
+    pub target_id: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    pub details: serde_json::Value,
+    /// When.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The `per` newest audit rows of `tenant` about each target in `target_ids` of `target_kind`, newest
+/// first (one query for a whole page).
+pub async fn audit_for(
+    db: impl sqlx::PgExecutor<'_>,
+    tenant: Uuid,
+    target_kind: &str,
+    target_ids: &[String],
+    per: i64,
+) -> Result<Vec<AuditRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        AuditRow,
+        r#"select id as "id!", actor as "actor!", action as "action!", target_id as "target_id!", request_id,
+                  details as "details!", created_at as "created_at!"
+           from (select a.*, row_number() over (partition by target_id order by id desc) as n
+                 from audit_log a where tenant_id = $1 and target_kind = $2 and target_id = any($3)) r
+           where n <= $4
+           order by target_id, id desc"#,
+        tenant,
+        target_kind,
+        target_ids,
+        per
+    )
+    .fetch_all(db)
+    .await?)
+}
