@@ -128,6 +128,213 @@ async fn register_datastore(
     Ok(())
 }
 
+/// Starts the local PostgreSQL under `dir/pg`, connects and runs the migrations.
+async fn start_postgres(dir: &std::path::Path) -> anyhow::Result<(LocalPostgres, sqlx::PgPool)> {
+    let pg = LocalPostgres::start(dir.join("pg"))
+        .await
+        .context("start PostgreSQL")?;
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(16)
+        .connect(&pg.url())
+        .await
+        .context("connect to PostgreSQL")?;
+    store::MIGRATOR.run(&db).await.context("run migrations")?;
+    Ok((pg, db))
+}
+
+/// Starts the management cluster (an etcd and a kube-apiserver) and installs the CRDs.
+async fn start_management_cluster(
+    dir: &std::path::Path,
+) -> anyhow::Result<(LocalEtcd, LocalKube, kube::Client)> {
+    let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
+    let kube = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
+    let client = kube.client().await?;
+    localenv::kube::install_crds(&client, "tenantplane-dev").await?;
+    Ok((etcd, kube, client))
+}
+
+/// Starts the TLS etcd of the `default` pool and registers it as a DataStore.
+async fn start_pool_etcd(
+    dir: &std::path::Path,
+    client: &kube::Client,
+    db: &sqlx::PgPool,
+) -> anyhow::Result<LocalEtcd> {
+    let ca = Ca::new("tenantplane-dev-etcd-ca")?;
+    let datastore = LocalEtcd::start(dir.join("datastore"), EtcdOptions { tls_ca: Some(&ca) }).await?;
+    register_datastore(client, db, &datastore).await?;
+    Ok(datastore)
+}
+
+/// The service context of `dev up`: a fresh server key, the default settings.
+fn dev_ctx(db: &sqlx::PgPool) -> anyhow::Result<Ctx> {
+    Ok(Ctx {
+        db: db.clone(),
+        server_key: Arc::new(
+            ServerKey::from_base64(&ServerKey::generate_base64()?).map_err(anyhow::Error::msg)?,
+        ),
+        tokens: TokenSettings {
+            issuer: "tenantplane".into(),
+            audience: "tenantplane".into(),
+            external: Default::default(),
+            verifying_keys: Default::default(),
+        },
+        versions: Default::default(),
+        placement: Default::default(),
+        limits: Default::default(),
+    })
+}
+
+/// Spawns `serve` (the HTTP API) on `listener`.
+fn spawn_serve(
+    ctx: Ctx,
+    client: &kube::Client,
+    url: &str,
+    listener: tokio::net::TcpListener,
+) -> tokio::task::JoinHandle<()> {
+    let app = api::App::build(
+        ctx,
+        Some(client.clone()),
+        api::AppSettings {
+            public_url: url.to_string(),
+            ..Default::default()
+        },
+    );
+    tokio::spawn(async move {
+        if let Err(err) = app.serve(listener, std::future::pending()).await {
+            tracing::error!("serve stopped: {err}");
+        }
+    })
+}
+
+/// The sync worker of `dev up`: fast polling, tenants on loopback addresses.
+fn dev_worker(db: &sqlx::PgPool, client: &kube::Client) -> Arc<Worker> {
+    Arc::new(Worker::new(
+        db.clone(),
+        client.clone(),
+        WorkerSettings {
+            poll_ms: 100,
+            tenant_address: TenantAddress::Loopback,
+            ..WorkerSettings::default()
+        },
+        WorkerMetrics::default(),
+    ))
+}
+
+/// Spawns the worker's loop.
+fn spawn_worker(worker: &Arc<Worker>) -> tokio::task::JoinHandle<()> {
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        if let Err(err) = worker.run().await {
+            tracing::error!("worker stopped: {err:#}");
+        }
+    })
+}
+
+/// Spawns the controllers, rendering kine as [`KINE_IMAGE`].
+fn spawn_controllers(client: &kube::Client) -> tokio::task::JoinHandle<()> {
+    let mut settings = ControllerSettings::new(format!("dev-{}", std::process::id()));
+    settings.workload.kine_image = KINE_IMAGE.into();
+    let client = client.clone();
+    tokio::spawn(async move {
+        let _ = crate::controller::run(
+            client,
+            settings,
+            None,
+            Arc::new(Metrics::default()),
+            std::future::pending(),
+        )
+        .await;
+    })
+}
+
+/// Waits (up to 60 s) until the DataStore `etcd-default` is Ready.
+async fn wait_datastore_ready(client: &kube::Client) -> anyhow::Result<()> {
+    let datastores: Api<DataStore> = Api::all(client.clone());
+    let start = std::time::Instant::now();
+    while !datastores
+        .get_opt("etcd-default")
+        .await?
+        .and_then(|d| d.status)
+        .is_some_and(|s| s.ready)
+    {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(60),
+            "the DataStore etcd-default is not Ready after 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Mints a week-long token created by `dev`; `what` names it in the error.
+async fn mint(
+    ctx: &Ctx,
+    tenant: Option<uuid::Uuid>,
+    role: Role,
+    description: &str,
+    what: &str,
+) -> anyhow::Result<String> {
+    Ok(
+        service::tokens::mint_unchecked(ctx, tenant, role, 7 * 86400, description, "dev")
+            .await
+            .map_err(|e| anyhow::anyhow!("mint the {what}: {e}"))?
+            .token,
+    )
+}
+
+/// The tokens `make run` hands out.
+struct DevTokens {
+    admin: String,
+    demo: String,
+    demo_admin: String,
+}
+
+/// Creates the demo tenant through the API; returns its id.
+async fn create_demo_tenant(db: &sqlx::PgPool, url: &str, admin_token: &str) -> anyhow::Result<uuid::Uuid> {
+    let response = reqwest::Client::new()
+        .post(format!("{url}/api/v1/tenants"))
+        .bearer_auth(admin_token)
+        .json(&json!({"slug": DEMO_TENANT, "displayName": "Demo tenant"}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "create the demo tenant: {}",
+        response.status()
+    );
+    let tenant = store::tenants::by_slug(db, DEMO_TENANT)
+        .await?
+        .context("the demo tenant is missing")?;
+    Ok(tenant.id)
+}
+
+/// The platform-admin token, the demo tenant, and its member and admin tokens.
+async fn demo_tenant_and_tokens(ctx: &Ctx, url: &str) -> anyhow::Result<DevTokens> {
+    let admin = mint(ctx, None, Role::PlatformAdmin, "make run", "platform-admin token").await?;
+    let tenant = create_demo_tenant(&ctx.db, url, &admin).await?;
+    let demo = mint(
+        ctx,
+        Some(tenant),
+        Role::TenantMember,
+        "make run demo",
+        "demo token",
+    )
+    .await?;
+    let demo_admin = mint(
+        ctx,
+        Some(tenant),
+        Role::TenantAdmin,
+        "make run demo admin",
+        "demo admin token",
+    )
+    .await?;
+    Ok(DevTokens {
+        admin,
+        demo,
+        demo_admin,
+    })
+}
+
 impl DevStack {
     /// Starts everything; returns once the API serves and the pool is ready.
     pub async fn start(options: DevOptions) -> anyhow::Result<Self> {
@@ -143,156 +350,34 @@ impl DevStack {
         let dir = localenv::scratch_dir("dev")?;
 
         step(p, "starting PostgreSQL");
-        let pg = LocalPostgres::start(dir.join("pg"))
-            .await
-            .context("start PostgreSQL")?;
-        let db = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(16)
-            .connect(&pg.url())
-            .await
-            .context("connect to PostgreSQL")?;
-        store::MIGRATOR.run(&db).await.context("run migrations")?;
+        let (pg, db) = start_postgres(&dir).await?;
 
         step(p, "starting etcd and kube-apiserver (the management cluster)");
-        let etcd = LocalEtcd::start(dir.join("etcd"), EtcdOptions::default()).await?;
-        let kube = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
-        let client = kube.client().await?;
-        localenv::kube::install_crds(&client, "tenantplane-dev").await?;
+        let (etcd, kube, client) = start_management_cluster(&dir).await?;
 
         step(p, "starting the etcd of the `default` DataStore pool");
-        let ca = Ca::new("tenantplane-dev-etcd-ca")?;
-        let datastore = LocalEtcd::start(dir.join("datastore"), EtcdOptions { tls_ca: Some(&ca) }).await?;
-        register_datastore(&client, &db, &datastore).await?;
+        let datastore = start_pool_etcd(&dir, &client, &db).await?;
 
         step(
             p,
             "starting serve, the worker, the controllers and the pod-less runner",
         );
-        let ctx = Ctx {
-            db: db.clone(),
-            server_key: Arc::new(
-                ServerKey::from_base64(&ServerKey::generate_base64()?).map_err(anyhow::Error::msg)?,
-            ),
-            tokens: TokenSettings {
-                issuer: "tenantplane".into(),
-                audience: "tenantplane".into(),
-                external: Default::default(),
-                verifying_keys: Default::default(),
-            },
-            versions: Default::default(),
-            placement: Default::default(),
-            limits: Default::default(),
-        };
+        let ctx = dev_ctx(&db)?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = api::App::build(
-            ctx.clone(),
-            Some(client.clone()),
-            api::AppSettings {
-                public_url: url.clone(),
-                ..Default::default()
-            },
-        );
-        let mut tasks = vec![tokio::spawn(async move {
-            if let Err(err) = app.serve(listener, std::future::pending()).await {
-                tracing::error!("serve stopped: {err}");
-            }
-        })];
-        let worker = Arc::new(Worker::new(
-            db.clone(),
-            client.clone(),
-            WorkerSettings {
-                poll_ms: 100,
-                tenant_address: TenantAddress::Loopback,
-                ..WorkerSettings::default()
-            },
-            WorkerMetrics::default(),
-        ));
-        tasks.push(tokio::spawn({
-            let worker = worker.clone();
-            async move {
-                if let Err(err) = worker.run().await {
-                    tracing::error!("worker stopped: {err:#}");
-                }
-            }
-        }));
-        let mut settings = ControllerSettings::new(format!("dev-{}", std::process::id()));
-        settings.workload.kine_image = KINE_IMAGE.into();
-        tasks.push(tokio::spawn({
-            let client = client.clone();
-            async move {
-                let _ = crate::controller::run(
-                    client,
-                    settings,
-                    None,
-                    Arc::new(Metrics::default()),
-                    std::future::pending(),
-                )
-                .await;
-            }
-        }));
+        let mut tasks = vec![spawn_serve(ctx.clone(), &client, &url, listener)];
+        let worker = dev_worker(&db, &client);
+        tasks.push(spawn_worker(&worker));
+        tasks.push(spawn_controllers(&client));
         let runner = Runner::start(client.clone(), RunnerSettings::new(dir.join("pods")))?;
 
         // Wait until the DataStore is Ready, then the tenant and the tokens.
-        let datastores: Api<DataStore> = Api::all(client.clone());
-        let start = std::time::Instant::now();
-        while !datastores
-            .get_opt("etcd-default")
-            .await?
-            .and_then(|d| d.status)
-            .is_some_and(|s| s.ready)
-        {
-            anyhow::ensure!(
-                start.elapsed() < Duration::from_secs(60),
-                "the DataStore etcd-default is not Ready after 60s"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let admin_token =
-            service::tokens::mint_unchecked(&ctx, None, Role::PlatformAdmin, 7 * 86400, "make run", "dev")
-                .await
-                .map_err(|e| anyhow::anyhow!("mint the platform-admin token: {e}"))?
-                .token;
-        let response = reqwest::Client::new()
-            .post(format!("{url}/api/v1/tenants"))
-            .bearer_auth(&admin_token)
-            .json(&json!({"slug": DEMO_TENANT, "displayName": "Demo tenant"}))
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "create the demo tenant: {}",
-            response.status()
-        );
-        let tenant = store::tenants::by_slug(&db, DEMO_TENANT)
-            .await?
-            .context("the demo tenant is missing")?;
-        let demo_token = service::tokens::mint_unchecked(
-            &ctx,
-            Some(tenant.id),
-            Role::TenantMember,
-            7 * 86400,
-            "make run demo",
-            "dev",
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("mint the demo token: {e}"))?
-        .token;
-        let demo_admin_token = service::tokens::mint_unchecked(
-            &ctx,
-            Some(tenant.id),
-            Role::TenantAdmin,
-            7 * 86400,
-            "make run demo admin",
-            "dev",
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("mint the demo admin token: {e}"))?
-        .token;
+        wait_datastore_ready(&client).await?;
+        let tokens = demo_tenant_and_tokens(&ctx, &url).await?;
         Ok(Self {
             url,
-            admin_token,
-            demo_token,
-            demo_admin_token,
+            admin_token: tokens.admin,
+            demo_token: tokens.demo,
+            demo_admin_token: tokens.demo_admin,
             kube_version,
             dir,
             runner,
