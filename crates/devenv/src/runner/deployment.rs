@@ -177,6 +177,197 @@ fn references(spec: &PodSpec) -> (BTreeSet<String>, BTreeSet<String>) {
     (secrets, cms)
 }
 
+/// The probes due on one container: which pod and container, and the probes to run.
+struct DueProbes {
+    pod: usize,
+    container: usize,
+    startup: Option<HttpProbe>,
+    readiness: Option<HttpProbe>,
+    liveness: Option<HttpProbe>,
+}
+
+/// What the due probes of one container saw (`None`: not run).
+struct ProbeResults {
+    pod: usize,
+    container: usize,
+    startup: Option<bool>,
+    readiness: Option<bool>,
+    liveness: Option<bool>,
+    /// The readiness probe's period.
+    period: Option<Duration>,
+}
+
+impl DueProbes {
+    /// Runs the startup probe, then readiness once started, and liveness.
+    async fn run(self, http: reqwest::Client) -> ProbeResults {
+        let startup = match &self.startup {
+            Some(p) => Some(probe(&http, p).await),
+            None => None,
+        };
+        let gate = startup.unwrap_or(true);
+        let readiness = match (&self.readiness, gate) {
+            (Some(p), true) => Some(probe(&http, p).await),
+            _ => None,
+        };
+        let liveness = match &self.liveness {
+            Some(p) => Some(probe(&http, p).await),
+            None => None,
+        };
+        ProbeResults {
+            pod: self.pod,
+            container: self.container,
+            startup,
+            readiness,
+            liveness,
+            period: self.readiness.map(|p| p.period),
+        }
+    }
+}
+
+impl Container {
+    /// Notices an exit: schedules a restart after a backoff (1 s doubling), like restartPolicy Always.
+    fn reap(&mut self, pod: &str, now: Instant, max_backoff: Duration) -> Option<String> {
+        let status = self.child.as_mut()?.check_running().err()?.status;
+        self.child = None;
+        self.ready = false;
+        self.started = false;
+        let backoff = Duration::from_secs(1u64 << self.restarts.min(5)).min(max_backoff);
+        self.restart_at = Some(now + backoff);
+        Some(format!(
+            "pod {pod}, container {} exited ({status}); restarting in {}s (restart {}); log: {}",
+            self.plan.name,
+            backoff.as_secs(),
+            self.restarts + 1,
+            self.log.display()
+        ))
+    }
+
+    /// Respawns the process once its restart is due; a failed spawn retries after `max_backoff`.
+    fn restart_if_due(&mut self, pod: &str, now: Instant, max_backoff: Duration) -> Option<String> {
+        if self.child.is_some() || self.restart_at.is_none_or(|t| t > now) {
+            return None;
+        }
+        self.restart_at = None;
+        self.restarts += 1;
+        self.liveness_failures = 0;
+        self.readiness_failures = 0;
+        match spawn(&self.plan, &self.log) {
+            Ok(child) => {
+                self.child = Some(child);
+                self.started_at = now;
+                self.next_probe = now;
+                None
+            }
+            Err(e) => {
+                self.restart_at = Some(now + max_backoff);
+                Some(format!("pod {pod}, container {}: {e}", self.plan.name))
+            }
+        }
+    }
+
+    /// The probes due now — startup until started, readiness, liveness once started — or `None`
+    /// while not running, not yet due or within an initial delay.
+    fn due_probes(&self, pod: usize, container: usize, now: Instant) -> Option<DueProbes> {
+        if self.child.is_none() || self.next_probe > now {
+            return None;
+        }
+        let startup = (!self.started).then(|| self.plan.startup.clone()).flatten();
+        let readiness = self.plan.readiness.clone();
+        let liveness = self.started.then(|| self.plan.liveness.clone()).flatten();
+        let delay_ok = |p: &Option<HttpProbe>| {
+            p.as_ref()
+                .is_none_or(|p| now.duration_since(self.started_at) >= p.initial_delay)
+        };
+        if !delay_ok(&startup) || !delay_ok(&readiness) {
+            return None;
+        }
+        Some(DueProbes {
+            pod,
+            container,
+            startup,
+            readiness,
+            liveness,
+        })
+    }
+
+    /// Applies a readiness result: ready at once; unready at once until first ready, then after
+    /// the failure threshold; no probe means ready once started.
+    fn apply_readiness(&mut self, ok: Option<bool>) {
+        match ok {
+            Some(true) => {
+                self.ready = true;
+                self.ever_ready = true;
+                self.readiness_failures = 0;
+            }
+            Some(false) => {
+                self.readiness_failures += 1;
+                let threshold = self
+                    .plan
+                    .readiness
+                    .as_ref()
+                    .map(|p| p.failure_threshold)
+                    .unwrap_or(3);
+                if !self.ever_ready || self.readiness_failures >= threshold {
+                    self.ready = false;
+                }
+            }
+            None if self.plan.readiness.is_none() && self.started => self.ready = true,
+            None => {}
+        }
+    }
+
+    /// Applies a liveness result: past the failure threshold the process stops and restarts now.
+    fn apply_liveness(&mut self, pod: &str, ok: Option<bool>, now: Instant) -> Option<String> {
+        match ok {
+            Some(false) => {
+                self.liveness_failures += 1;
+                let threshold = self
+                    .plan
+                    .liveness
+                    .as_ref()
+                    .map(|p| p.failure_threshold)
+                    .unwrap_or(3);
+                if self.liveness_failures < threshold {
+                    return None;
+                }
+                let mut child = self.child.take()?;
+                let note = format!(
+                    "pod {pod}, container {} failed its liveness probe {threshold} times; restarting",
+                    self.plan.name
+                );
+                child.stop(Duration::from_secs(2));
+                self.ready = false;
+                self.started = false;
+                self.restart_at = Some(now);
+                Some(note)
+            }
+            Some(true) => {
+                self.liveness_failures = 0;
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Applies one round of probe results and schedules the next: fast probes until first ready,
+    /// then the readiness probe's own period.
+    fn apply_probes(&mut self, pod: &str, r: &ProbeResults, now: Instant, fast: Duration) -> Option<String> {
+        if r.startup.unwrap_or(true) {
+            self.started = true;
+        }
+        self.apply_readiness(r.readiness);
+        let note = self.apply_liveness(pod, r.liveness, now);
+        let period = r.period.unwrap_or(Duration::from_secs(10));
+        self.next_probe = now
+            + if self.ever_ready && self.ready {
+                period
+            } else {
+                fast
+            };
+        note
+    }
+}
+
 /// State of one Deployment.
 pub(super) struct Runtime {
     client: kube::Client,
@@ -338,148 +529,54 @@ impl Runtime {
 
     /// Restarts exited containers (with backoff) and runs due probes.
     async fn tick_pods(&mut self) -> Vec<String> {
-        let mut restarted = Vec::new();
         let now = Instant::now();
-        let fast = self.settings.fast_probe;
+        let mut notes = self.restart_exited(now);
+        let due = self.due_probes(now);
+        let http = self.http.clone();
+        // Probes, concurrently across containers.
+        let results = futures_util::future::join_all(due.into_iter().map(|d| d.run(http.clone()))).await;
+        notes.extend(self.apply_probe_results(&results, now));
+        notes
+    }
+
+    /// Notices exited containers and restarts those whose backoff is over; returns what happened.
+    fn restart_exited(&mut self, now: Instant) -> Vec<String> {
         let max_backoff = self.settings.max_backoff;
+        let mut notes = Vec::new();
         for pod in &mut self.pods {
             for c in &mut pod.containers {
-                // Exited: restart after a backoff (1 s doubling), like restartPolicy Always.
-                let exited = match c.child.as_mut() {
-                    Some(child) => child.check_running().err().map(|e| e.status),
-                    None => None,
-                };
-                if let Some(status) = exited {
-                    c.child = None;
-                    c.ready = false;
-                    c.started = false;
-                    let backoff = Duration::from_secs(1u64 << c.restarts.min(5)).min(max_backoff);
-                    c.restart_at = Some(now + backoff);
-                    restarted.push(format!(
-                        "pod {}, container {} exited ({status}); restarting in {}s (restart {}); log: {}",
-                        pod.name,
-                        c.plan.name,
-                        backoff.as_secs(),
-                        c.restarts + 1,
-                        c.log.display()
-                    ));
-                }
-                if c.child.is_none() && c.restart_at.is_some_and(|t| t <= now) {
-                    c.restart_at = None;
-                    c.restarts += 1;
-                    c.liveness_failures = 0;
-                    c.readiness_failures = 0;
-                    match spawn(&c.plan, &c.log) {
-                        Ok(child) => {
-                            c.child = Some(child);
-                            c.started_at = now;
-                            c.next_probe = now;
-                        }
-                        Err(e) => {
-                            c.restart_at = Some(now + max_backoff);
-                            restarted.push(format!("pod {}, container {}: {e}", pod.name, c.plan.name));
-                        }
-                    }
-                }
+                notes.extend(c.reap(&pod.name, now, max_backoff));
+                notes.extend(c.restart_if_due(&pod.name, now, max_backoff));
             }
         }
-        // Probes, concurrently across containers.
+        notes
+    }
+
+    /// The probes due now, across every pod.
+    fn due_probes(&self, now: Instant) -> Vec<DueProbes> {
         let mut due = Vec::new();
         for (pi, pod) in self.pods.iter().enumerate() {
             for (ci, c) in pod.containers.iter().enumerate() {
-                if c.child.is_none() || c.next_probe > now {
-                    continue;
-                }
-                let startup = (!c.started).then(|| c.plan.startup.clone()).flatten();
-                let readiness = c.plan.readiness.clone();
-                let liveness = c.started.then(|| c.plan.liveness.clone()).flatten();
-                let delay_ok = |p: &Option<HttpProbe>| {
-                    p.as_ref()
-                        .is_none_or(|p| now.duration_since(c.started_at) >= p.initial_delay)
-                };
-                if !delay_ok(&startup) || !delay_ok(&readiness) {
-                    continue;
-                }
-                due.push((pi, ci, startup, readiness, liveness));
+                due.extend(c.due_probes(pi, ci, now));
             }
         }
-        let http = self.http.clone();
-        let results =
-            futures_util::future::join_all(due.into_iter().map(|(pi, ci, startup, readiness, liveness)| {
-                let http = http.clone();
-                async move {
-                    let startup_ok = match &startup {
-                        Some(p) => Some(probe(&http, p).await),
-                        None => None,
-                    };
-                    let gate = startup_ok.unwrap_or(true);
-                    let ready_ok = match (&readiness, gate) {
-                        (Some(p), true) => Some(probe(&http, p).await),
-                        _ => None,
-                    };
-                    let live_ok = match &liveness {
-                        Some(p) => Some(probe(&http, p).await),
-                        None => None,
-                    };
-                    (pi, ci, startup_ok, ready_ok, live_ok, readiness.map(|p| p.period))
-                }
-            }))
-            .await;
-        for (pi, ci, startup_ok, ready_ok, live_ok, period) in results {
-            let Some(pod) = self.pods.get_mut(pi) else {
+        due
+    }
+
+    /// Applies probe results to their containers; returns the liveness restarts.
+    fn apply_probe_results(&mut self, results: &[ProbeResults], now: Instant) -> Vec<String> {
+        let fast = self.settings.fast_probe;
+        let mut notes = Vec::new();
+        for r in results {
+            let Some(pod) = self.pods.get_mut(r.pod) else {
                 continue;
             };
-            let pod_name = pod.name.clone();
-            let Some(c) = pod.containers.get_mut(ci) else {
+            let Some(c) = pod.containers.get_mut(r.container) else {
                 continue;
             };
-            if startup_ok.unwrap_or(true) {
-                c.started = true;
-            }
-            match ready_ok {
-                Some(true) => {
-                    c.ready = true;
-                    c.ever_ready = true;
-                    c.readiness_failures = 0;
-                }
-                Some(false) => {
-                    c.readiness_failures += 1;
-                    let threshold = c
-                        .plan
-                        .readiness
-                        .as_ref()
-                        .map(|p| p.failure_threshold)
-                        .unwrap_or(3);
-                    if !c.ever_ready || c.readiness_failures >= threshold {
-                        c.ready = false;
-                    }
-                }
-                None if c.plan.readiness.is_none() && c.started => c.ready = true,
-                None => {}
-            }
-            if live_ok == Some(false) {
-                c.liveness_failures += 1;
-                let threshold = c.plan.liveness.as_ref().map(|p| p.failure_threshold).unwrap_or(3);
-                if c.liveness_failures >= threshold
-                    && let Some(mut child) = c.child.take()
-                {
-                    restarted.push(format!(
-                        "pod {pod_name}, container {} failed its liveness probe {threshold} times; restarting",
-                        c.plan.name
-                    ));
-                    child.stop(Duration::from_secs(2));
-                    c.ready = false;
-                    c.started = false;
-                    c.restart_at = Some(now);
-                }
-            } else if live_ok == Some(true) {
-                c.liveness_failures = 0;
-            }
-            // Fast probes until first ready, then the probe's own period.
-            let period = period.unwrap_or(Duration::from_secs(10));
-            c.next_probe = now + if c.ever_ready && c.ready { period } else { fast };
+            notes.extend(c.apply_probes(&pod.name, r, now, fast));
         }
-        restarted
+        notes
     }
 
     /// The tenant's published address (`networkProfile.address:port` of the owning TenantControlPlane).
