@@ -19,7 +19,7 @@ use kube::{Resource as _, ResourceExt as _};
 use super::Error;
 use crate::{
     datastore::{
-        AnyDriver, ClientTls, DatastoreError, DriverKind, SqlSettings,
+        AnyDriver, ClientTls, DatastoreError, SqlSettings,
         etcd::{EtcdDriver, EtcdSettings},
         mysql::MySqlDriver,
         nats::{NatsDriver, NatsSettings},
@@ -190,26 +190,17 @@ impl ResolvedDataStore {
     }
 }
 
-pub(crate) fn invalid_config(kind: DriverKind, message: impl Into<String>) -> DatastoreError {
+pub(crate) fn invalid_config(kind: Driver, message: impl Into<String>) -> DatastoreError {
     DatastoreError::InvalidConfig {
         driver: kind,
         message: message.into(),
     }
 }
 
-pub(crate) fn driver_kind(driver: Driver) -> DriverKind {
-    match driver {
-        Driver::Etcd => DriverKind::Etcd,
-        Driver::MySQL => DriverKind::MySql,
-        Driver::PostgreSQL => DriverKind::PostgreSql,
-        Driver::Nats => DriverKind::Nats,
-    }
-}
-
 /// The driver for a resolved DataStore; validates the settings without connecting.
 /// Tenant client certificates it mints get keys of `alg`.
 pub fn driver(ds: &ResolvedDataStore, alg: KeyAlgorithm) -> Result<AnyDriver, DatastoreError> {
-    let kind = driver_kind(ds.driver);
+    let kind = ds.driver;
     let client_tls = || {
         ds.tls.as_ref().map(|t| ClientTls {
             ca_cert_pem: t.ca_cert.clone(),
@@ -501,7 +492,7 @@ mod tests {
         let health = DataStoreHealth {
             validated: Ok(()),
             reachable: Some(Err(DatastoreError::Unreachable {
-                driver: DriverKind::PostgreSql,
+                driver: Driver::PostgreSQL,
                 endpoint: "127.0.0.1:1".into(),
                 message: "connection refused".into(),
             })),

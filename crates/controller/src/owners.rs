@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 
-use crate::datastore::{DatastoreError, DriverKind, Owner, TenantSpace};
+use crate::{
+    datastore::{DatastoreError, Owner, TenantSpace},
+    k8s::crd::Driver,
+};
 
 /// The index; cheap to query, one lock.
 #[derive(Debug, Default)]
@@ -20,7 +23,7 @@ impl Owners {
     pub fn check(
         &self,
         data_store: &str,
-        driver: DriverKind,
+        driver: Driver,
         endpoint: &str,
         space: &TenantSpace,
     ) -> Result<(), DatastoreError> {
@@ -78,10 +81,10 @@ mod tests {
         let owners = Owners::default();
         owners.record("ds-a", &space("victim", "s1", "u1"));
         owners
-            .check("ds-a", DriverKind::Etcd, "e:1", &space("victim", "s1", "u1"))
+            .check("ds-a", Driver::Etcd, "e:1", &space("victim", "s1", "u1"))
             .unwrap();
         let err = owners
-            .check("ds-a", DriverKind::Etcd, "e:1", &space("thief", "s1", "u2"))
+            .check("ds-a", Driver::Etcd, "e:1", &space("thief", "s1", "u2"))
             .unwrap_err();
         assert_eq!(err.reason(), "DataStoreNameTaken");
         assert!(
@@ -90,11 +93,11 @@ mod tests {
             "{err}"
         );
         let err = owners
-            .check("ds-a", DriverKind::Etcd, "e:1", &space("thief", "s2", "u1"))
+            .check("ds-a", Driver::Etcd, "e:1", &space("thief", "s2", "u1"))
             .unwrap_err();
         assert!(err.to_string().contains("user \"u1\""), "{err}");
         owners
-            .check("ds-b", DriverKind::Etcd, "e:1", &space("thief", "s1", "u1"))
+            .check("ds-b", Driver::Etcd, "e:1", &space("thief", "s1", "u1"))
             .unwrap();
     }
 
@@ -105,12 +108,12 @@ mod tests {
         owners.forget("ds", &space("thief", "s1", "u1"));
         assert!(
             owners
-                .check("ds", DriverKind::Etcd, "e", &space("thief", "s1", "u9"))
+                .check("ds", Driver::Etcd, "e", &space("thief", "s1", "u9"))
                 .is_err()
         );
         owners.forget("ds", &space("victim", "s1", "u1"));
         owners
-            .check("ds", DriverKind::Etcd, "e", &space("thief", "s1", "u1"))
+            .check("ds", Driver::Etcd, "e", &space("thief", "s1", "u1"))
             .unwrap();
     }
 }

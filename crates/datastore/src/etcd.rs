@@ -23,15 +23,16 @@ use etcd_client::{
 };
 
 use super::{
-    Claim, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, EtcdCredentials, Owner,
-    TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
+    Claim, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, EtcdCredentials, Owner, TenantCredentials,
+    TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
+use crate::k8s::crd;
 use crate::{
     pki::{Ca, CertKey, KeyAlgorithm},
     secret::Secret,
 };
 
-const KIND: DriverKind = DriverKind::Etcd;
+const KIND: crd::Driver = crd::Driver::Etcd;
 
 /// Default validity of minted tenant client certificates.
 pub const DEFAULT_CERTIFICATE_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -609,7 +610,7 @@ impl EtcdDriver {
 }
 
 impl Driver for EtcdDriver {
-    fn kind(&self) -> DriverKind {
+    fn kind(&self) -> crd::Driver {
         KIND
     }
 

@@ -20,6 +20,7 @@
 //! never adopted). Deprovisioning removes only what is marked with the caller's UID.
 
 use tenantplane_core::secret;
+use tenantplane_crd as k8s;
 use tenantplane_pki as pki;
 
 pub mod etcd;
@@ -30,7 +31,7 @@ mod sql;
 
 use std::{fmt, future::Future, time::Duration};
 
-use crate::secret::Secret;
+use crate::{k8s::crd, secret::Secret};
 
 /// Default time allowed to connect and for each request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,7 +42,7 @@ pub const MAX_NAME_LEN: usize = 63;
 /// Provisions tenants on one datastore. Every operation is idempotent.
 pub trait Driver: Send + Sync {
     /// Which backend this is.
-    fn kind(&self) -> DriverKind;
+    fn kind(&self) -> crd::Driver;
 
     /// Connects with the root credentials and proves that they work.
     fn check(&self) -> impl Future<Output = Result<(), DatastoreError>> + Send;
@@ -59,37 +60,6 @@ pub trait Driver: Send + Sync {
         &self,
         tenant: &TenantSpace,
     ) -> impl Future<Output = Result<Deprovisioned, DatastoreError>> + Send;
-}
-
-/// The datastore backends, spelled as Kamaji's `DataStore.spec.driver`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverKind {
-    /// etcd v3 with client-certificate auth.
-    Etcd,
-    /// PostgreSQL (through kine).
-    PostgreSql,
-    /// MySQL or MariaDB (through kine).
-    MySql,
-    /// NATS JetStream (through kine).
-    Nats,
-}
-
-impl DriverKind {
-    /// The name Kamaji uses for this driver.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DriverKind::Etcd => "etcd",
-            DriverKind::PostgreSql => "PostgreSQL",
-            DriverKind::MySql => "MySQL",
-            DriverKind::Nats => "NATS",
-        }
-    }
-}
-
-impl fmt::Display for DriverKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// The TenantControlPlane that owns a tenant's names on a datastore: its UID decides, its
@@ -182,7 +152,7 @@ impl Claim {
     /// [`DatastoreError::ForeignObject`] saying that the `kind` (e.g. "database") exists unmarked.
     pub(crate) fn accept(
         self,
-        driver: DriverKind,
+        driver: crd::Driver,
         endpoint: &str,
         (field, kind): (&'static str, &str),
         name: &str,
@@ -512,7 +482,7 @@ pub enum DatastoreError {
     #[error("{driver} datastore at {endpoint} is unreachable: {message}")]
     Unreachable {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint(s) tried.
         endpoint: String,
         /// What failed.
@@ -522,7 +492,7 @@ pub enum DatastoreError {
     #[error("{driver} datastore at {endpoint} did not answer within {}s while trying to {operation}", .timeout.as_secs())]
     Timeout {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint(s) tried.
         endpoint: String,
         /// What was being done.
@@ -534,7 +504,7 @@ pub enum DatastoreError {
     #[error("{driver} datastore at {endpoint} rejected the DataStore's credentials: {message}")]
     Unauthorized {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint(s) tried.
         endpoint: String,
         /// The server's answer.
@@ -546,7 +516,7 @@ pub enum DatastoreError {
     )]
     PermissionDenied {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint(s) tried.
         endpoint: String,
         /// What was being done.
@@ -558,7 +528,7 @@ pub enum DatastoreError {
     #[error("invalid {driver} datastore configuration: {message}")]
     InvalidConfig {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// What is wrong.
         message: String,
     },
@@ -594,7 +564,7 @@ pub enum DatastoreError {
     )]
     NameTaken {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint.
         endpoint: String,
         /// `schema` or `user`.
@@ -610,7 +580,7 @@ pub enum DatastoreError {
     #[error("{driver} datastore at {endpoint}: {message}; left it alone")]
     ForeignObject {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint.
         endpoint: String,
         /// What was found.
@@ -620,7 +590,7 @@ pub enum DatastoreError {
     #[error("{driver} datastore at {endpoint} failed to {operation}: {message}")]
     Backend {
         /// The backend.
-        driver: DriverKind,
+        driver: crd::Driver,
         /// The endpoint(s).
         endpoint: String,
         /// What was being done.
@@ -668,7 +638,7 @@ pub(crate) fn redact(message: String, secret: &str) -> String {
 }
 
 /// Splits `host:port` (IPv6 as `[::1]:5432`).
-pub(crate) fn split_host_port(driver: DriverKind, endpoint: &str) -> Result<(String, u16), DatastoreError> {
+pub(crate) fn split_host_port(driver: crd::Driver, endpoint: &str) -> Result<(String, u16), DatastoreError> {
     let invalid = || DatastoreError::InvalidConfig {
         driver,
         message: format!("endpoint {endpoint:?} is not host:port"),
@@ -687,7 +657,7 @@ pub(crate) fn split_host_port(driver: DriverKind, endpoint: &str) -> Result<(Str
 
 /// Runs `future` with `timeout`, turning the elapsed timer into [`DatastoreError::Timeout`].
 pub(crate) async fn with_timeout<T>(
-    driver: DriverKind,
+    driver: crd::Driver,
     endpoint: &str,
     operation: &'static str,
     timeout: Duration,
@@ -717,7 +687,7 @@ pub enum AnyDriver {
 }
 
 impl Driver for AnyDriver {
-    fn kind(&self) -> DriverKind {
+    fn kind(&self) -> crd::Driver {
         match self {
             AnyDriver::Etcd(d) => d.kind(),
             AnyDriver::Postgres(d) => d.kind(),
@@ -855,14 +825,14 @@ pub(crate) mod tests {
     #[test]
     fn reasons_and_transience_classify_errors() {
         let unreachable = DatastoreError::Unreachable {
-            driver: DriverKind::PostgreSql,
+            driver: crd::Driver::PostgreSQL,
             endpoint: "127.0.0.1:1".into(),
             message: "connection refused".into(),
         };
         assert_eq!(unreachable.reason(), "DataStoreUnreachable");
         assert!(unreachable.is_transient());
         let denied = DatastoreError::Unauthorized {
-            driver: DriverKind::MySql,
+            driver: crd::Driver::MySQL,
             endpoint: "127.0.0.1:3306".into(),
             message: "access denied".into(),
         };
@@ -876,7 +846,7 @@ pub(crate) mod tests {
 
     #[test]
     fn endpoints_split_into_host_and_port() {
-        let kind = DriverKind::PostgreSql;
+        let kind = crd::Driver::PostgreSQL;
         assert_eq!(
             split_host_port(kind, "db.example:5432").unwrap(),
             ("db.example".into(), 5432)

@@ -25,11 +25,12 @@ use sqlx::{
 };
 
 use super::{
-    Claim, DatastoreError, Deprovisioned, Driver, DriverKind, Owner, SqlCredentials, SqlSettings,
-    TenantCredentials, TenantSpace, refuse_reserved, split_host_port, sql, with_timeout,
+    Claim, DatastoreError, Deprovisioned, Driver, Owner, SqlCredentials, SqlSettings, TenantCredentials,
+    TenantSpace, refuse_reserved, split_host_port, sql, with_timeout,
 };
+use crate::k8s::crd;
 
-const KIND: DriverKind = DriverKind::MySql;
+const KIND: crd::Driver = crd::Driver::MySQL;
 
 /// The privileges a tenant gets on its database: what kine needs (the same list as Kamaji).
 pub const TENANT_PRIVILEGES: &str = "SELECT, INSERT, UPDATE, DELETE, CREATE, ALTER, INDEX";
@@ -513,7 +514,7 @@ impl MySqlDriver {
 }
 
 impl Driver for MySqlDriver {
-    fn kind(&self) -> DriverKind {
+    fn kind(&self) -> crd::Driver {
         KIND
     }
 

@@ -29,12 +29,13 @@ use async_nats::{
 use futures_util::StreamExt as _;
 
 use super::{
-    Claim, ClientTls, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, DriverKind, NatsCredentials,
-    Owner, TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
+    Claim, ClientTls, DEFAULT_TIMEOUT, DatastoreError, Deprovisioned, Driver, NatsCredentials, Owner,
+    TenantCredentials, TenantSpace, refuse_reserved, split_host_port, with_timeout,
 };
+use crate::k8s::crd;
 use crate::secret::Secret;
 
-const KIND: DriverKind = DriverKind::Nats;
+const KIND: crd::Driver = crd::Driver::Nats;
 
 /// The description kine 0.17 gives its bucket; it marks a bucket as a tenant's.
 pub const KINE_BUCKET_DESCRIPTION: &str = "Holds kine key/values";
@@ -437,7 +438,7 @@ impl NatsDriver {
 }
 
 impl Driver for NatsDriver {
-    fn kind(&self) -> DriverKind {
+    fn kind(&self) -> crd::Driver {
         KIND
     }
 

@@ -21,11 +21,12 @@
 use sqlx::{ConnectOptions, Connection, PgConnection, postgres::PgConnectOptions, postgres::PgSslMode};
 
 use super::{
-    Claim, DatastoreError, Deprovisioned, Driver, DriverKind, SqlCredentials, SqlSettings, TenantCredentials,
+    Claim, DatastoreError, Deprovisioned, Driver, SqlCredentials, SqlSettings, TenantCredentials,
     TenantSpace, refuse_reserved, split_host_port, sql, with_timeout,
 };
+use crate::k8s::crd;
 
-const KIND: DriverKind = DriverKind::PostgreSql;
+const KIND: crd::Driver = crd::Driver::PostgreSQL;
 
 /// The PostgreSQL driver.
 #[derive(Debug)]
@@ -410,7 +411,7 @@ impl PostgresDriver {
 }
 
 impl Driver for PostgresDriver {
-    fn kind(&self) -> DriverKind {
+    fn kind(&self) -> crd::Driver {
         KIND
     }
 

@@ -1,11 +1,12 @@
 //! Helpers shared by the PostgreSQL and MySQL drivers: error classification.
 
-use super::{DatastoreError, DriverKind, redact};
+use super::{DatastoreError, redact};
+use crate::k8s::crd;
 
 /// Maps a sqlx error to a [`DatastoreError`], removing `secret` (a password that was part of the
 /// statement) from the message.
 pub(crate) fn error(
-    driver: DriverKind,
+    driver: crd::Driver,
     endpoint: &str,
     operation: &'static str,
     error: sqlx::Error,
@@ -33,7 +34,7 @@ pub(crate) fn error(
         sqlx::Error::Database(db) => {
             let message = clean(db.message().to_string());
             let class = match driver {
-                DriverKind::MySql => db
+                crd::Driver::MySQL => db
                     .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
                     .map(|e| mysql_class(e.number()))
                     .unwrap_or(Class::Other),
@@ -137,7 +138,7 @@ mod tests {
     fn io_errors_are_unreachable_and_transient() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
         let err = error(
-            DriverKind::PostgreSql,
+            crd::Driver::PostgreSQL,
             "127.0.0.1:1",
             "connect",
             sqlx::Error::Io(io),

@@ -38,8 +38,7 @@ pub use self::{
 use crate::{
     Error, MANAGED_BY_LABEL, WorkloadSettings,
     build::{
-        CHECKSUM_ANNOTATION, ResolvedDataStore, TCP_NAME_LABEL, checksum, driver_kind, invalid_config, owner,
-        untampered,
+        CHECKSUM_ANNOTATION, ResolvedDataStore, TCP_NAME_LABEL, checksum, invalid_config, owner, untampered,
     },
     datastore::{Owner, TenantCredentials, TenantSpace},
     k8s::crd::{

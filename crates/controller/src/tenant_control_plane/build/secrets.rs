@@ -162,7 +162,7 @@ fn tenant_client_certificate(
 ) -> Result<(String, String), Error> {
     let invalid = |e: PkiError| {
         Error::Datastore(invalid_config(
-            driver_kind(ds.driver),
+            ds.driver,
             format!("cannot mint the tenant's client certificate with the DataStore's CA: {e}"),
         ))
     };
