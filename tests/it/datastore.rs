@@ -285,6 +285,37 @@ async fn etcd_tenant_certificates_follow_the_key_algorithm_and_authenticate() {
     }
 }
 
+/// Concurrent provisioning changes etcd's auth store under the other requests ("revision of auth store
+/// is old"); each tenant still gets its space, as the controller's 16 concurrent reconciles need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_concurrent_provisioning_and_deprovisioning_of_32_tenants_all_succeed() {
+    let (etcd, driver, _ca) = etcd_with_driver("ds-etcd-concurrent").await;
+    let tenants: Vec<TenantSpace> = (0..32)
+        .map(|_| TenantSpace::new(&name("cp"), &name("u"), owner()).unwrap())
+        .collect();
+    let provisioned = futures::future::join_all(tenants.iter().map(|t| driver.provision(t))).await;
+    let failed: Vec<String> = provisioned
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    assert_eq!(failed, Vec::<String>::new());
+    for (tenant, creds) in tenants.iter().zip(provisioned) {
+        let (role, user) = etcd_auth_state(&etcd, tenant.schema(), tenant.user());
+        assert_eq!(
+            user.unwrap(),
+            format!("User: {}\nRoles: {}\n", tenant.user(), tenant.schema())
+        );
+        assert!(role.unwrap().starts_with(&format!("Role {}\n", tenant.schema())));
+        assert_eq!(etcd_creds(creds.unwrap()).user, tenant.user());
+    }
+    let removed = futures::future::join_all(tenants.iter().map(|t| driver.deprovision(t))).await;
+    let failed: Vec<String> = removed
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    assert_eq!(failed, Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn etcd_driver_keeps_working_across_an_etcd_restart() {
     let (mut etcd, driver, _ca) = etcd_with_driver("ds-etcd-restart").await;

@@ -641,7 +641,7 @@ impl Driver for EtcdDriver {
             &self.endpoint_label,
             "provision",
             self.settings.timeout * 4,
-            self.provision_inner(tenant),
+            retrying_stale_auth(|| self.provision_inner(tenant)),
         )
         .await
     }
@@ -653,9 +653,34 @@ impl Driver for EtcdDriver {
             &self.endpoint_label,
             "deprovision",
             self.settings.timeout * 4,
-            self.deprovision_inner(tenant),
+            retrying_stale_auth(|| self.deprovision_inner(tenant)),
         )
         .await
+    }
+}
+
+/// What etcd answers a request whose auth revision predates a concurrent auth change (another tenant's
+/// user or role written meanwhile); etcd's own Go client retries such a request.
+const STALE_AUTH: &str = "revision of auth store is old";
+
+/// Runs `operation` again while etcd refuses it for a stale auth revision (at most 10 times, 20 ms to
+/// 200 ms apart, with jitter so that concurrent provisionings spread out). Provisioning and
+/// deprovisioning are idempotent, so a repeated step changes nothing it already did.
+async fn retrying_stale_auth<T, F, Fut>(operation: F) -> Result<T, DatastoreError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, DatastoreError>>,
+{
+    let mut attempt = 1u64;
+    loop {
+        match operation().await {
+            Err(e) if attempt < 10 && e.to_string().contains(STALE_AUTH) => {
+                let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 20;
+                tokio::time::sleep(Duration::from_millis(20 * attempt + jitter)).await;
+                attempt += 1;
+            }
+            result => return result,
+        }
     }
 }
 
