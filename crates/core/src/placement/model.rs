@@ -5,24 +5,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use crate::domain::SizeClass;
 use crate::k8s::crd::Driver;
 
 /// `/events`: core-group Events, the first resource to offload.
 pub const EVENTS: &str = "/events";
 /// `coordination.k8s.io/leases`: node heartbeats and leader election, offloaded for `Large` tenants.
 pub const LEASES: &str = "coordination.k8s.io/leases";
-
-/// How much a tenant control plane is expected to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SizeClass {
-    /// A small cluster: no offload under `Auto`.
-    Small,
-    /// A medium cluster: `/events` is offloaded under `Auto`.
-    Medium,
-    /// A large cluster: `/events` and leases are offloaded under `Auto`.
-    Large,
-}
 
 /// Where a tenant's events and leases are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

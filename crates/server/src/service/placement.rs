@@ -28,14 +28,6 @@ fn policy(text: &str) -> Policy {
     serde_json::from_value(serde_json::Value::String(text.to_string())).unwrap_or(Policy::Spread)
 }
 
-fn size(domain: crate::domain::SizeClass) -> SizeClass {
-    match domain {
-        crate::domain::SizeClass::Small => SizeClass::Small,
-        crate::domain::SizeClass::Medium => SizeClass::Medium,
-        crate::domain::SizeClass::Large => SizeClass::Large,
-    }
-}
-
 /// Builds the engine's snapshot from store rows (pools in name order).
 pub fn snapshot_of(rows: &[LoadRow]) -> Snapshot {
     let mut pools: Vec<PoolSnapshot> = Vec::new();
@@ -81,7 +73,7 @@ fn request_for(tenant: Uuid, row: &ControlPlaneRow) -> PlacementRequest {
     let mut request = PlacementRequest::new(
         tenant,
         row.id.to_string(),
-        size(row.size_class.parse().unwrap_or(crate::domain::SizeClass::Small)),
+        row.size_class.parse().unwrap_or(SizeClass::Small),
     );
     request.label_selector = serde_json::from_value(row.datastore_labels.clone()).unwrap_or_default();
     request.pool = row.datastore_pool.clone();
@@ -263,7 +255,7 @@ pub async fn simulate(ctx: &Ctx, who: &Principal, input: SimulateRequest) -> Res
     let mut request = PlacementRequest::new(
         Uuid::nil(),
         input.control_plane_id.unwrap_or_else(|| "simulation".into()),
-        size(input.size_class),
+        input.size_class,
     );
     request.label_selector = input.labels;
     request.pool = input.pool;
@@ -305,7 +297,7 @@ pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<Dr
             None => {
                 assignments.push(Assignment {
                     control_plane_id: id.clone(),
-                    size_class: size(size_class.parse().unwrap_or(crate::domain::SizeClass::Small)),
+                    size_class: size_class.parse().unwrap_or(SizeClass::Small),
                     label_selector: serde_json::from_value(labels).unwrap_or_default(),
                     primary,
                     overrides: Vec::new(),
