@@ -15,5 +15,6 @@ mod graphql;
 mod helm;
 mod serve;
 mod smoke;
+mod structure;
 mod support;
 mod worker;
