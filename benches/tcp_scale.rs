@@ -81,16 +81,9 @@ async fn namespace(kube: &kube::Client, name: &str) {
 }
 
 fn tcp(name: &str, namespace: &str) -> TenantControlPlane {
-    serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "dataStore": "bench-etcd",
-            "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-            "kubernetes": {"version": "v1.34.0", "kubelet": {}},
-        },
-    }))
-    .unwrap()
+    tenantplane_testkit::tcp(namespace, name)
+        .datastore("bench-etcd")
+        .build()
 }
 
 /// A kube-apiserver with its etcd and the bench's CRDs and namespaces, and a TLS + auth etcd as the

@@ -178,18 +178,10 @@ impl Env {
     }
 
     pub(crate) async fn tcp(&self, name: &str, datastore: &str, overrides: Value) -> TenantControlPlane {
-        let tcp: TenantControlPlane = serde_json::from_value(json!({
-            "apiVersion": "kamaji.clastix.io/v1alpha1",
-            "kind": "TenantControlPlane",
-            "metadata": {"name": name, "namespace": self.ns},
-            "spec": {
-                "dataStore": datastore,
-                "dataStoreOverrides": overrides,
-                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-                "kubernetes": {"version": "v1.34.0", "kubelet": {}},
-            },
-        }))
-        .unwrap();
+        let tcp = tenantplane_testkit::tcp(&self.ns, name)
+            .datastore(datastore)
+            .overrides(overrides)
+            .build();
         self.tcps().create(&PostParams::default(), &tcp).await.unwrap()
     }
 

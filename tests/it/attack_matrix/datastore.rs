@@ -367,22 +367,14 @@ async fn tcp(
     schema: Option<&str>,
     user: Option<&str>,
 ) -> TenantControlPlane {
-    let mut spec = json!({
-        "dataStore": ds,
-        "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-        "kubernetes": {"version": "v1.34.0", "kubelet": {}},
-    });
+    let mut tcp = tenantplane_testkit::tcp(&env.ns, name).datastore(ds);
     if let Some(schema) = schema {
-        spec["dataStoreSchema"] = json!(schema);
+        tcp = tcp.schema(schema);
     }
     if let Some(user) = user {
-        spec["dataStoreUsername"] = json!(user);
+        tcp = tcp.username(user);
     }
-    let tcp: TenantControlPlane = serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-        "metadata": {"name": name, "namespace": env.ns}, "spec": spec,
-    }))
-    .unwrap();
+    let tcp = tcp.build();
     env.tcps().create(&PostParams::default(), &tcp).await.unwrap()
 }
 
