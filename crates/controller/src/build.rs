@@ -415,7 +415,6 @@ pub fn owner(tcp: &TenantControlPlane) -> Result<OwnerReference, Error> {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use serde_json::json;
 
     use super::*;
     use crate::k8s::crd::{
@@ -423,17 +422,11 @@ mod tests {
     };
 
     fn tcp(ns: &str, name: &str, uid: &str) -> TenantControlPlane {
-        serde_json::from_value(json!({
-            "apiVersion": "kamaji.clastix.io/v1alpha1",
-            "kind": "TenantControlPlane",
-            "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {
-                "dataStore": "primary",
-                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-                "kubernetes": {"version": "v1.34.0", "kubelet": {}}
-            }
-        }))
-        .unwrap()
+        tenantplane_testkit::tcp(ns, name)
+            .uid(uid)
+            .created("2026-01-01T00:00:00Z")
+            .datastore("primary")
+            .build()
     }
 
     #[test]

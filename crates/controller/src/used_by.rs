@@ -115,21 +115,10 @@ mod tests {
     use super::*;
 
     fn tcp(name: &str, primary: &str, overrides: &[&str]) -> TenantControlPlane {
-        let overrides: Vec<serde_json::Value> = overrides
-            .iter()
-            .map(|ds| serde_json::json!({"resource": "/events", "dataStore": ds}))
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {
-                "dataStore": primary,
-                "dataStoreOverrides": overrides,
-                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-                "kubernetes": {"version": "v1.34.0", "kubelet": {}},
-            },
-        }))
-        .unwrap()
+        tenantplane_testkit::tcp("ns", name)
+            .datastore(primary)
+            .events_on(overrides)
+            .build()
     }
 
     #[test]

@@ -137,16 +137,17 @@ mod tests {
     use super::*;
 
     fn tcp(status: serde_json::Value) -> TenantControlPlane {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane",
-            "metadata": {"name": "prod", "namespace": "tp-acme", "uid": "u-1", "generation": 2, "labels": {
-                "tenantplane.io/tenant": "0193a3c0-0000-7000-8000-0000000000a1",
-                "tenantplane.io/control-plane-id": "0193a3c0-0000-7000-8000-0000000000c1"}},
-            "spec": {"controlPlane": {"service": {"serviceType": "ClusterIP"}},
-                     "kubernetes": {"version": "v1.33.2", "kubelet": {}}},
-            "status": status
-        }))
-        .unwrap()
+        tenantplane_testkit::tcp("tp-acme", "prod")
+            .uid("u-1")
+            .generation(2)
+            .label("tenantplane.io/tenant", "0193a3c0-0000-7000-8000-0000000000a1")
+            .label(
+                "tenantplane.io/control-plane-id",
+                "0193a3c0-0000-7000-8000-0000000000c1",
+            )
+            .version("v1.33.2")
+            .status(status)
+            .build()
     }
 
     #[test]

@@ -1,5 +1,4 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::json;
 
 use super::*;
 use crate::{
@@ -9,17 +8,11 @@ use crate::{
 };
 
 fn tcp(ns: &str, name: &str, uid: &str) -> TenantControlPlane {
-    serde_json::from_value(json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1",
-        "kind": "TenantControlPlane",
-        "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {
-            "dataStore": "primary",
-            "controlPlane": {"service": {"serviceType": "ClusterIP"}},
-            "kubernetes": {"version": "v1.34.0", "kubelet": {}}
-        }
-    }))
-    .unwrap()
+    tenantplane_testkit::tcp(ns, name)
+        .uid(uid)
+        .created("2026-01-01T00:00:00Z")
+        .datastore("primary")
+        .build()
 }
 
 fn resolved(name: &str, driver: Driver, ca: Option<&str>) -> ResolvedDataStore {

@@ -1,26 +1,32 @@
 use super::{args::*, network::*, pki::*, *};
+use tenantplane_testkit::TcpFixture;
+
 use crate::DEFAULT_KINE_IMAGE;
 
 const DAY: i64 = 24 * 3600;
 
 const NOW: i64 = 1_800_000_000;
 
+const UID: &str = "0b7a3c1e-0000-4000-8000-000000000001";
+
 fn tcp(yaml: &str) -> TenantControlPlane {
     let mut tcp: TenantControlPlane = serde_yaml::from_str(yaml).unwrap();
-    tcp.metadata.uid = Some("0b7a3c1e-0000-4000-8000-000000000001".into());
+    tcp.metadata.uid = Some(UID.into());
     tcp
 }
 
-const BASE: &str = r#"
-apiVersion: kamaji.clastix.io/v1alpha1
-kind: TenantControlPlane
-metadata: {name: cp, namespace: tenants}
-spec:
-  dataStore: ds
-  controlPlane:
-    service: {serviceType: ClusterIP}
-  kubernetes: {version: v1.34.1, kubelet: {}}
-"#;
+/// The TenantControlPlane most tests start from: `tenants/cp` on DataStore `ds`, v1.34.1, ClusterIP.
+fn base() -> TcpFixture {
+    tenantplane_testkit::tcp("tenants", "cp")
+        .datastore("ds")
+        .version("v1.34.1")
+        .uid(UID)
+}
+
+/// [`base`] with `spec.controlPlane` set to `control_plane`.
+fn base_with(control_plane: serde_json::Value) -> TenantControlPlane {
+    base().spec("controlPlane", control_plane).build()
+}
 
 fn etcd(overrides: &[(&str, &[&str])]) -> StorageView {
     StorageView {
@@ -47,7 +53,7 @@ fn kine(driver: Driver, tls: bool) -> StorageView {
     }
 }
 
-/// Expected managed+default apiserver args for BASE, with the storage-specific ones spliced in sorted.
+/// Expected managed+default apiserver args for [`base`], with the storage-specific ones spliced in sorted.
 fn expected(storage: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = [
         "--allow-privileged=true",
@@ -95,14 +101,17 @@ const ETCD_FLAGS: &[&str] = &[
 
 #[test]
 fn etcd_args_are_exact() {
-    let args = apiserver_args(&tcp(BASE), &etcd(&[]));
+    let args = apiserver_args(&base().build(), &etcd(&[]));
     assert_eq!(args.args, expected(ETCD_FLAGS));
     assert!(args.dropped.is_empty());
 }
 
 #[test]
 fn etcd_with_one_override() {
-    let args = apiserver_args(&tcp(BASE), &etcd(&[("/events", &["etcd-0", "etcd-1", "etcd-2"])]));
+    let args = apiserver_args(
+        &base().build(),
+        &etcd(&[("/events", &["etcd-0", "etcd-1", "etcd-2"])]),
+    );
     let mut flags = ETCD_FLAGS.to_vec();
     flags.push("--etcd-servers-overrides=/events#https://etcd-0;https://etcd-1;https://etcd-2");
     assert_eq!(args.args, expected(&flags));
@@ -111,7 +120,7 @@ fn etcd_with_one_override() {
 #[test]
 fn etcd_with_two_overrides_keeps_spec_order() {
     let args = apiserver_args(
-        &tcp(BASE),
+        &base().build(),
         &etcd(&[
             ("/pods", &["etcd-3", "etcd-4", "etcd-5"]),
             ("/events", &["etcd-0", "etcd-1", "etcd-2"]),
@@ -140,7 +149,7 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
             "--endpoint=nats://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)?bucket=$(DB_SCHEMA)&noEmbed",
         ),
     ] {
-        let t = tcp(BASE);
+        let t = base().build();
         let storage = kine(driver, true);
         assert_eq!(
             apiserver_args(&t, &storage).args,
@@ -196,7 +205,7 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
 
 #[test]
 fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint() {
-    let mut t2 = tcp(BASE);
+    let mut t2 = base().build();
     t2.spec.control_plane.deployment = Some(
         serde_json::from_value(serde_json::json!({
             "extraArgs": {"kine": ["--endpoint=evil", "--debug"]}
@@ -216,10 +225,16 @@ fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint() {
 
 #[test]
 fn user_extra_args_lose_to_managed_flags_and_are_reported() {
-    let t = tcp(&BASE.replace(
-        "    service: {serviceType: ClusterIP}",
-        "    service: {serviceType: ClusterIP}\n    deployment:\n      extraArgs:\n        apiServer:\n          - --secure-port=1234\n          - --etcd-servers-overrides=/events#https://x\n          - --authorization-mode=AlwaysAllow\n          - --v=4\n          - --v=5",
-    ));
+    let t = base_with(serde_json::json!({
+        "service": {"serviceType": "ClusterIP"},
+        "deployment": {"extraArgs": {"apiServer": [
+            "--secure-port=1234",
+            "--etcd-servers-overrides=/events#https://x",
+            "--authorization-mode=AlwaysAllow",
+            "--v=4",
+            "--v=5",
+        ]}},
+    }));
     let args = apiserver_args(&t, &etcd(&[]));
     let mut base: Vec<String> = expected(ETCD_FLAGS)
         .into_iter()
@@ -235,10 +250,10 @@ fn user_extra_args_lose_to_managed_flags_and_are_reported() {
 
 #[test]
 fn deployment_images_replicas_strategy_and_owner() {
-    let t = tcp(&BASE.replace(
-        "    service: {serviceType: ClusterIP}",
-        "    service: {serviceType: ClusterIP}\n    deployment:\n      replicas: 3\n      registrySettings: {registry: my.reg, tagSuffix: -fips}",
-    ));
+    let t = base_with(serde_json::json!({
+        "service": {"serviceType": "ClusterIP"},
+        "deployment": {"replicas": 3, "registrySettings": {"registry": "my.reg", "tagSuffix": "-fips"}},
+    }));
     let pki = pki(&t, &BTreeMap::new(), None, &WorkloadSettings::default(), NOW).unwrap();
     let built = deployment(&t, &etcd(&[]), &pki, "v1.34.1", &WorkloadSettings::default()).unwrap();
     let d = built.deployment;
@@ -271,7 +286,7 @@ fn deployment_images_replicas_strategy_and_owner() {
 
 #[test]
 fn pki_is_reused_until_rotation_threshold_or_annotation() {
-    let t = tcp(BASE);
+    let t = base().build();
     let settings = WorkloadSettings::default();
     let first = pki(&t, &BTreeMap::new(), None, &settings, NOW).unwrap();
     assert_eq!(first.generated.len(), 9);
@@ -347,10 +362,13 @@ fn pki_is_reused_until_rotation_threshold_or_annotation() {
 
 #[test]
 fn apiserver_certificate_sans() {
-    let t = tcp(&BASE.replace(
-        "  kubernetes:",
-        "  networkProfile: {address: cp.example.com, advertiseAddress: 192.0.2.10, certSANs: [extra.example.com, 198.51.100.1], serviceCidrs: [10.20.0.0/16]}\n  kubernetes:",
-    ));
+    let t = base()
+        .spec(
+            "networkProfile",
+            serde_json::json!({"address": "cp.example.com", "advertiseAddress": "192.0.2.10",
+                "certSANs": ["extra.example.com", "198.51.100.1"], "serviceCidrs": ["10.20.0.0/16"]}),
+        )
+        .build();
     let (dns, ips) = apiserver_sans(&t, Some("10.20.5.5"));
     for name in [
         "cp",
@@ -396,7 +414,10 @@ fn apiserver_certificate_sans() {
 
 #[test]
 fn service_types() {
-    let svc = service(&tcp(&BASE.replace("ClusterIP", "NodePort"))).unwrap();
+    let svc = service(&base_with(
+        serde_json::json!({"service": {"serviceType": "NodePort"}}),
+    ))
+    .unwrap();
     let spec = svc.spec.unwrap();
     assert_eq!(spec.type_.as_deref(), Some("NodePort"));
     assert_eq!(spec.ports.as_ref().unwrap()[0].node_port, Some(6443));
@@ -455,7 +476,7 @@ fn rsa_2048_is_selectable_for_every_generated_key() {
         key_algorithm: KeyAlgorithm::Rsa2048,
         ..Default::default()
     };
-    let t = tcp(BASE);
+    let t = base().build();
     let pki = pki(&t, &BTreeMap::new(), Some("10.96.0.10"), &settings, NOW).unwrap();
     let data = |secret: &str, key: &str| -> String {
         let s = pki
@@ -570,13 +591,17 @@ fn pinned_objects() -> BTreeMap<String, serde_json::Value> {
     };
     let settings = WorkloadSettings::default();
     let deployments = [
-        ("deployment-etcd", tcp(BASE), etcd(&[("/events", &["etcd-0"])])),
+        (
+            "deployment-etcd",
+            base().build(),
+            etcd(&[("/events", &["etcd-0"])]),
+        ),
         (
             "deployment-postgres-tls",
-            tcp(BASE),
+            base().build(),
             kine(Driver::PostgreSQL, true),
         ),
-        ("deployment-nats", tcp(BASE), kine(Driver::Nats, false)),
+        ("deployment-nats", base().build(), kine(Driver::Nats, false)),
         ("deployment-full-etcd", tcp(FULL), etcd(&[])),
         ("deployment-full-mysql-tls", tcp(FULL), kine(Driver::MySQL, true)),
     ];
@@ -586,11 +611,14 @@ fn pinned_objects() -> BTreeMap<String, serde_json::Value> {
         out.insert(name.to_string(), serde_json::to_value(&built.deployment).unwrap());
     }
     let services = [
-        ("service-clusterip", tcp(BASE)),
-        ("service-nodeport", tcp(&BASE.replace("ClusterIP", "NodePort"))),
+        ("service-clusterip", base().build()),
+        (
+            "service-nodeport",
+            base_with(serde_json::json!({"service": {"serviceType": "NodePort"}})),
+        ),
         (
             "service-loadbalancer-bare",
-            tcp(&BASE.replace("ClusterIP", "LoadBalancer")),
+            base_with(serde_json::json!({"service": {"serviceType": "LoadBalancer"}})),
         ),
         ("service-full", tcp(FULL)),
     ];
