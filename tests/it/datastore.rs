@@ -291,7 +291,7 @@ async fn etcd_tenant_certificates_follow_the_key_algorithm_and_authenticate() {
 async fn etcd_concurrent_provisioning_and_deprovisioning_of_32_tenants_all_succeed() {
     let (etcd, driver, _ca) = etcd_with_driver("ds-etcd-concurrent").await;
     let tenants: Vec<TenantSpace> = (0..32)
-        .map(|_| TenantSpace::new(&name("cp"), &name("u"), owner()).unwrap())
+        .map(|_| TenantSpace::new(name("cp"), name("u"), owner()).unwrap())
         .collect();
     let provisioned = futures::future::join_all(tenants.iter().map(|t| driver.provision(t))).await;
     let failed: Vec<String> = provisioned

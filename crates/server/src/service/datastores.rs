@@ -15,7 +15,6 @@ use crate::{
 };
 
 const POLICIES: [&str; 4] = ["spread", "binpack", "rendezvous", "dedicated"];
-const DRIVERS: [&str; 4] = ["etcd", "MySQL", "PostgreSQL", "NATS"];
 
 fn pool_model(row: PoolRow) -> Pool {
     Pool {
@@ -151,7 +150,9 @@ pub async fn create(
     if let Err(e) = Name::parse("name", &input.name) {
         errors.push(e);
     }
-    if !DRIVERS.contains(&input.driver.as_str()) {
+    let driver: Option<crate::k8s::crd::Driver> =
+        serde_json::from_value(serde_json::Value::String(input.driver.clone())).ok();
+    if driver.is_none() {
         errors.push(FieldError::new(
             "driver",
             "must be one of: etcd, MySQL, PostgreSQL, NATS",
@@ -168,7 +169,9 @@ pub async fn create(
             ));
         }
     }
-    if input.capacity_tenants < 0 || (input.driver == "NATS" && input.capacity_tenants > 1) {
+    if input.capacity_tenants < 0
+        || (driver == Some(crate::k8s::crd::Driver::Nats) && input.capacity_tenants > 1)
+    {
         errors.push(FieldError::new(
             "capacityTenants",
             "must be at least 0, and at most 1 for NATS (one tenant per NATS DataStore)",
