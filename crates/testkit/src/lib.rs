@@ -1,9 +1,9 @@
-//! What Tenantplane's integration tests (`tests/it`) and benchmarks share: the one TenantControlPlane
-//! fixture builder ([`tcp`]) and the test app builder ([`app::spawn`]), which starts the production app
-//! ([`crate::api::App`]) on `127.0.0.1:0` with test defaults.
+//! What Tenantplane's tests and benchmarks share: the one TenantControlPlane fixture builder ([`tcp`]),
+//! the test app builder ([`app::spawn`]), which starts the production app ([`crate::api::App`]) on
+//! `127.0.0.1:0` with test defaults, and polling helpers ([`eventually`]).
 //!
-//! Unit tests inside `src/` cannot use this crate's types (it links its own copy of the library), but
-//! they can use a fixture's JSON: `serde_json::from_value(tcp("ns", "a").json())`.
+//! The server and controller crates use it as a dev-dependency in their unit tests too: the fixture's
+//! type is `tenantplane-crd`'s, which both sides link once.
 
 use tenantplane_core::domain;
 use tenantplane_crd as k8s;
@@ -11,7 +11,6 @@ use tenantplane_server::{api, auth, service, store};
 
 pub mod app;
 mod fixtures;
-
 mod wait;
 
 pub use fixtures::{TcpFixture, tcp};
