@@ -17,7 +17,7 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## plane and a kubectl line for the management cluster; Ctrl-C stops everything.
 ## Only the control-plane binaries of the main version are needed (no extra versions).
 run: deps
-	TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build >/dev/null
+	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_NODE_TOOLS=0 scripts/test-env build >/dev/null
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
