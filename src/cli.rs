@@ -283,6 +283,8 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.datastore_selector = args.datastore_selector.clone();
     settings.control_plane_selector = args.control_plane_selector.clone();
     settings.default_datastore = args.default_datastore.clone().filter(|d| !d.is_empty());
+    settings.in_tenant = args.in_tenant;
+    settings.in_tenant_resync = std::time::Duration::from_secs(args.in_tenant_resync_secs.max(1));
     let lease = args.leader_election.then(|| {
         LeaseSettings::new(
             args.leader_election_name.clone(),

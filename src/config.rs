@@ -130,6 +130,13 @@ pub struct ControllerArgs {
     /// Key type of new tenant certificates and service-account keys (`ecdsa-p256` or `rsa-2048`).
     #[arg(long, env = "TENANTPLANE_CERTIFICATE_KEY_ALGORITHM", value_enum, default_value_t = crate::pki::KeyAlgorithm::EcdsaP256)]
     pub certificate_key_algorithm: crate::pki::KeyAlgorithm,
+    /// Keep kubeadm's bootstrap objects (cluster-info, kubeadm-config, kubelet-config, the node-bootstrap
+    /// RBAC) in every serving tenant cluster, so nodes can join.
+    #[arg(long, env = "TENANTPLANE_IN_TENANT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub in_tenant: bool,
+    /// Seconds between two checks of a serving tenant for deleted or edited bootstrap objects.
+    #[arg(long, env = "TENANTPLANE_IN_TENANT_RESYNC", default_value_t = 60)]
+    pub in_tenant_resync_secs: u64,
     /// Run only while holding the leader Lease (turn off only for a single replica).
     #[arg(long, env = "TENANTPLANE_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,

@@ -252,6 +252,8 @@ fn controller_args_with(tail: &[&str]) -> Vec<String> {
         "--leader-election-name=tp-tenantplane-controller",
         "--leader-election-namespace=kamaji-system",
         "--concurrency=4",
+        "--in-tenant=true",
+        "--in-tenant-resync-secs=60",
         "--metrics-listen=0.0.0.0:8081",
     ]
     .iter()

@@ -102,6 +102,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
                 "status", "used_by",
             ],
             &["datastores", "tenant_control_plane"],
+            // Builds from what the TenantControlPlane phase made (Secret names, networks).
+            &["in_tenant"],
         ],
     ),
     ("crates/testkit/src", &[&["fixtures", "wait"], &["app"]]),

@@ -8,7 +8,7 @@ use kube::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
-use super::{Context, Error, FIELD_MANAGER};
+use super::{Context, Error, FIELD_MANAGER, k8s::crd::TenantControlPlane};
 
 /// Applies a Secret the controller owns (server-side apply, forced: the controller is its only writer),
 /// and remembers the result until the Secret cache has it.
@@ -132,6 +132,31 @@ where
             name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(obj),
+        )
+        .await?)
+}
+
+/// Server-side applies `status` as the status of `tcp` under field manager `manager` (forced: each
+/// manager is the only writer of its fields); the object as written.
+pub async fn control_plane_status(
+    client: &kube::Client,
+    tcp: &TenantControlPlane,
+    manager: &str,
+    status: &impl Serialize,
+) -> Result<TenantControlPlane, Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let patch = json!({
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "TenantControlPlane",
+        "status": status,
+    });
+    Ok(Api::<TenantControlPlane>::namespaced(client.clone(), &namespace)
+        .patch_status(
+            &tcp.name_any(),
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&patch),
         )
         .await?)
 }

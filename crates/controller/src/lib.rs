@@ -20,6 +20,7 @@ pub mod cache;
 pub mod datastores;
 mod error;
 pub mod fetch;
+pub mod in_tenant;
 pub mod leader;
 pub mod metrics;
 pub mod owners;
@@ -33,7 +34,7 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use futures_util::StreamExt as _;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Secret, Service},
+    core::v1::{ObjectReference, Secret, Service},
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -95,6 +96,8 @@ pub struct Context {
     pub used_by: used_by::UsedBy,
     /// Datastore names whose owner the datastore confirmed.
     pub owners: owners::Owners,
+    /// The in-tenant phase's kept clients and what it applied.
+    pub in_tenant: in_tenant::Tenants,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -141,6 +144,7 @@ impl Context {
             caches: cache::Caches::default(),
             used_by: used_by::UsedBy::default(),
             owners: owners::Owners::default(),
+            in_tenant: in_tenant::Tenants::default(),
         }
     }
 
@@ -280,13 +284,37 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
+        self.event(obj, EventType::Warning, reason, message, None).await;
+    }
+
+    /// Publishes a Normal Event on `obj` about `related` (best effort, like [`Context::warn`]). Events
+    /// of one reason on one object are counted as a series that keeps its first note, so `related`
+    /// tells the objects apart.
+    pub async fn note<K>(&self, obj: &K, related: ObjectReference, reason: &str, message: &str)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        self.event(obj, EventType::Normal, reason, message, Some(related))
+            .await;
+    }
+
+    async fn event<K>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+        secondary: Option<ObjectReference>,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
         let note: String = message.chars().take(1000).collect();
         let event = Event {
-            type_: EventType::Warning,
+            type_,
             reason: reason.into(),
             note: Some(note),
             action: "Reconcile".into(),
-            secondary: None,
+            secondary,
         };
         if let Err(err) = self.recorder.publish(&event, &obj.object_ref(&())).await {
             tracing::warn!(object = %obj.name_any(), "publishing an Event failed: {err}");
@@ -408,6 +436,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     // own changes trigger it, not status writes (the controller is the status's only writer: its own
     // writes would each cost one more, no-op, reconcile).
     let (users_changed, datastores_to_check) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (in_tenant_due, in_tenant_wakeups) = tokio::sync::mpsc::unbounded_channel();
     let (tcp_store, tcp_events) = cached_watch(
         ctx.control_planes(),
         watcher_config(tcp_selector.as_deref()),
@@ -422,6 +451,9 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     for name in ctx.used_by.observe(event) {
                         let _ = users_changed.send(name);
                     }
+                    for tcp in ctx.in_tenant.observe(event) {
+                        let _ = in_tenant_due.send(tcp);
+                    }
                 }
             }
         })
@@ -431,13 +463,47 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     let _ = ctx.tcp_store.set(tcp_store.clone());
 
     let datastores = datastore_controller(ctx.clone(), datastores_to_check, signal(shutdown_tx.subscribe()));
+    let in_tenant = in_tenant_controller(
+        ctx.clone(),
+        tcp_store.clone(),
+        in_tenant_wakeups,
+        signal(shutdown_tx.subscribe()),
+    );
     let control_planes =
         control_plane_controller(ctx, control_planes, tcp_store, signal(shutdown_tx.subscribe()));
     let stop = async move {
         shutdown.await;
         let _ = shutdown_tx.send(());
     };
-    tokio::join!(datastores, control_planes, stop);
+    tokio::join!(datastores, control_planes, in_tenant, stop);
+}
+
+/// The in-tenant phase over the TenantControlPlane cache, woken by `wakeups` (a changed
+/// [`in_tenant::fingerprint`]) and by its own periodic check, until `shutdown`; nothing when it is off.
+fn in_tenant_controller(
+    ctx: Arc<Context>,
+    tcp_store: reflector::Store<TenantControlPlane>,
+    wakeups: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<TenantControlPlane>>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> impl Future<Output = ()> + Send {
+    let enabled = ctx.settings.in_tenant;
+    let concurrency = ctx.settings.concurrency;
+    async move {
+        if !enabled {
+            return;
+        }
+        let nothing = futures_util::stream::pending::<Result<TenantControlPlane, watcher::Error>>();
+        Controller::for_stream(nothing, tcp_store)
+            .reconcile_on(futures_util::stream::unfold(wakeups, |mut wakeups| async move {
+                let tcp = wakeups.recv().await?;
+                Some((tcp, wakeups))
+            }))
+            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+            .graceful_shutdown_on(shutdown)
+            .run(in_tenant::reconcile, in_tenant::error_policy, ctx)
+            .for_each(|_| std::future::ready(()))
+            .await;
+    }
 }
 
 /// The DataStore controller, until `shutdown`.

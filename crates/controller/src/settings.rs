@@ -30,11 +30,15 @@ pub struct ControllerSettings {
     pub reconcile_timeout: Duration,
     /// Certificates, kine image.
     pub workload: WorkloadSettings,
+    /// Whether the in-tenant phase runs (kubeadm's bootstrap objects in each serving tenant).
+    pub in_tenant: bool,
+    /// How often the in-tenant phase checks a serving tenant for deleted or edited objects.
+    pub in_tenant_resync: Duration,
 }
 
 impl ControllerSettings {
     /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
-    /// reconcile.
+    /// reconcile, the in-tenant phase on with a check every 60 s.
     pub fn new(identity: impl Into<String>) -> Self {
         Self {
             concurrency: 16,
@@ -46,6 +50,8 @@ impl ControllerSettings {
             identity: identity.into(),
             resync: Duration::from_secs(300),
             default_datastore: None,
+            in_tenant: true,
+            in_tenant_resync: Duration::from_secs(60),
         }
     }
 }

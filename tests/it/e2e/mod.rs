@@ -7,6 +7,7 @@
 mod etcd;
 mod kine;
 mod lifecycle;
+mod node_join;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -120,6 +121,8 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
     settings.control_plane_selector = Some(format!("tenantplane.io/tenant in ({})", ids.join(",")));
     settings.workload.kine_image = KINE_IMAGE.into();
     settings.resync = Duration::from_secs(30);
+    // The in-tenant phase's periodic check, short enough for the remediation tests.
+    settings.in_tenant_resync = Duration::from_secs(3);
     tasks.push(tokio::spawn({
         let kube = kube.clone();
         async move {

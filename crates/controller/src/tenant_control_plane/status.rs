@@ -4,11 +4,7 @@
 //! [`STATUS_MANAGER`].
 
 use k8s_openapi::jiff::Timestamp;
-use kube::{
-    Api, ResourceExt as _,
-    api::{Patch, PatchParams},
-};
-use serde_json::json;
+use kube::ResourceExt as _;
 
 use super::build::{self, Owned, StorageRecord};
 use crate::{Context, Error, k8s::crd::TenantControlPlane};
@@ -23,21 +19,7 @@ pub async fn write(ctx: &Context, tcp: &TenantControlPlane, mut owned: Owned) ->
     if owned == build::current(tcp) {
         return Ok(());
     }
-    let namespace = tcp
-        .namespace()
-        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let patch = json!({
-        "apiVersion": "kamaji.clastix.io/v1alpha1",
-        "kind": "TenantControlPlane",
-        "status": owned,
-    });
-    let written = Api::<TenantControlPlane>::namespaced(ctx.client.clone(), &namespace)
-        .patch_status(
-            &tcp.name_any(),
-            &PatchParams::apply(STATUS_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+    let written = crate::apply::control_plane_status(&ctx.client, tcp, STATUS_MANAGER, &owned).await?;
     ctx.caches.wrote_control_plane(written);
     Ok(())
 }

@@ -521,7 +521,7 @@ pub struct TenantControlPlaneStatus {
     /// The generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Standard conditions: DataStoreReady, CertificatesReady, KubeconfigsReady, DeploymentAvailable, OverridesApplied, Ready.
+    /// Standard conditions: DataStoreReady, CertificatesReady, KubeconfigsReady, DeploymentAvailable, OverridesApplied, Ready; NodeJoinReady and AddonsReady from the in-tenant phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
@@ -540,6 +540,78 @@ pub struct TenantControlPlaneStatus {
     /// The Kubernetes objects that run the control plane, and the version they run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes_resources: Option<KubernetesResourcesStatus>,
+    /// The `kube-system/kubeadm-config` ConfigMap in the tenant cluster, as last uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeadmconfig: Option<KubeadmConfigStatus>,
+    /// The kubeadm phases run in the tenant cluster.
+    #[serde(rename = "kubeadmPhase", default, skip_serializing_if = "Option::is_none")]
+    pub kubeadm_phase: Option<KubeadmPhasesStatus>,
+    /// The addons running in the tenant cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addons: Option<AddonsStatus>,
+}
+
+/// The uploaded kubeadm configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmConfigStatus {
+    /// The ConfigMap's name in the tenant's `kube-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configmap_name: Option<String>,
+    /// Checksum of what was uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// When it was last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update: Option<String>,
+}
+
+/// The kubeadm phases run in the tenant cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmPhasesStatus {
+    /// The bootstrap-token phase: `kube-public/cluster-info` and the node-bootstrap RBAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<KubeadmPhaseStatus>,
+}
+
+/// One kubeadm phase.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeadmPhaseStatus {
+    /// Checksum of the objects the phase keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// When they were last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update: Option<String>,
+}
+
+/// The addons in the tenant cluster, as they run (not as requested).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonsStatus {
+    /// CoreDNS.
+    #[serde(rename = "coreDNS", default, skip_serializing_if = "Option::is_none")]
+    pub core_dns: Option<AddonStatus>,
+    /// kube-proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_proxy: Option<AddonStatus>,
+}
+
+/// One addon.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonStatus {
+    /// Whether the addon's objects are in the tenant cluster.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Checksum of those objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    /// When they were last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update: Option<String>,
 }
 
 /// A Secret the controller manages, with its checksum.

@@ -2,7 +2,8 @@
 
 use super::*;
 
-pub(super) fn port(tcp: &TenantControlPlane) -> i32 {
+/// The API server's port (default 6443).
+pub fn port(tcp: &TenantControlPlane) -> i32 {
     tcp.spec
         .network_profile
         .as_ref()
@@ -10,7 +11,8 @@ pub(super) fn port(tcp: &TenantControlPlane) -> i32 {
         .unwrap_or(6443)
 }
 
-pub(super) fn cluster_domain(tcp: &TenantControlPlane) -> String {
+/// The tenant's DNS domain (default `cluster.local`).
+pub fn cluster_domain(tcp: &TenantControlPlane) -> String {
     tcp.spec
         .network_profile
         .as_ref()
@@ -18,7 +20,8 @@ pub(super) fn cluster_domain(tcp: &TenantControlPlane) -> String {
         .unwrap_or_else(|| "cluster.local".into())
 }
 
-pub(super) fn service_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
+/// The tenant's Service CIDRs (default 10.96.0.0/16).
+pub fn service_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
     tcp.spec
         .network_profile
         .as_ref()
@@ -27,7 +30,8 @@ pub(super) fn service_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
         .unwrap_or_else(|| vec!["10.96.0.0/16".into()])
 }
 
-pub(super) fn pod_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
+/// The tenant's pod CIDRs (default 10.244.0.0/16).
+pub fn pod_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
     tcp.spec
         .network_profile
         .as_ref()
@@ -38,10 +42,15 @@ pub(super) fn pod_cidrs(tcp: &TenantControlPlane) -> Vec<String> {
 
 /// The first address of a CIDR (the tenant's `kubernetes` Service IP), for IPv4 and IPv6.
 pub fn first_service_ip(cidr: &str) -> Option<IpAddr> {
+    indexed_ip(cidr, 1)
+}
+
+/// The address `index` places after the start of `cidr` (IPv4 or IPv6).
+pub fn indexed_ip(cidr: &str, index: u32) -> Option<IpAddr> {
     let (addr, _) = cidr.split_once('/')?;
     match addr.parse::<IpAddr>().ok()? {
-        IpAddr::V4(v4) => Some(IpAddr::V4((u32::from(v4).checked_add(1)?).into())),
-        IpAddr::V6(v6) => Some(IpAddr::V6((u128::from(v6).checked_add(1)?).into())),
+        IpAddr::V4(v4) => Some(IpAddr::V4(u32::from(v4).checked_add(index)?.into())),
+        IpAddr::V6(v6) => Some(IpAddr::V6(u128::from(v6).checked_add(index.into())?.into())),
     }
 }
 

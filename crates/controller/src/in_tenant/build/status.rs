@@ -1,0 +1,185 @@
+//! Pure: the in-tenant phase's status fields and its `NodeJoinReady` condition, from what it built and
+//! what the tenant holds.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
+
+use super::{Desired, TenantObject, objects_checksum, upload_config::KUBEADM_CONFIG};
+use crate::{
+    Error,
+    build::Conditions,
+    k8s::crd::{KubeadmConfigStatus, KubeadmPhaseStatus, KubeadmPhasesStatus, TenantControlPlane},
+};
+
+/// True when a node can join: cluster-info signed for every bootstrap token, and kubeadm-config,
+/// kubelet-config and the node-bootstrap RBAC in place.
+pub const NODE_JOIN_READY: &str = "NodeJoinReady";
+/// The conditions the in-tenant phase owns.
+pub const OWNED: &[&str] = &[NODE_JOIN_READY];
+
+/// A bootstrap token of the tenant that should sign cluster-info: live, with `usage-bootstrap-signing`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SigningToken {
+    /// Its public id (`token-id`).
+    pub id: String,
+}
+
+/// What the tenant holds, as the phase checked it after applying.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Token ids cluster-info carries a signature for.
+    pub signed: BTreeSet<String>,
+    /// The tokens that should have one.
+    pub tokens: Vec<SigningToken>,
+}
+
+impl Found {
+    /// The ids of signing tokens cluster-info has no signature for.
+    pub fn unsigned(&self) -> Vec<&str> {
+        self.tokens
+            .iter()
+            .filter(|t| !self.signed.contains(&t.id))
+            .map(|t| t.id.as_str())
+            .collect()
+    }
+}
+
+/// The in-tenant phase's part of the status.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// `status.kubeadmconfig`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubeadmconfig: Option<KubeadmConfigStatus>,
+    /// `status.kubeadmPhase`.
+    #[serde(rename = "kubeadmPhase", skip_serializing_if = "Option::is_none")]
+    pub kubeadm_phase: Option<KubeadmPhasesStatus>,
+    /// Its conditions.
+    pub conditions: Vec<Condition>,
+}
+
+/// The report as the TenantControlPlane holds it now.
+pub fn current(tcp: &TenantControlPlane) -> Report {
+    let status = tcp.status.clone().unwrap_or_default();
+    let mut conditions: Vec<Condition> = status
+        .conditions
+        .into_iter()
+        .filter(|c| OWNED.contains(&c.type_.as_str()))
+        .collect();
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    Report {
+        kubeadmconfig: status.kubeadmconfig,
+        kubeadm_phase: status.kubeadm_phase,
+        conditions,
+    }
+}
+
+/// The report after a pass that built `desired` and either found `Ok(found)` in the tenant, or failed.
+/// A failed pass changes no checksum: they describe what the tenant holds.
+pub fn report(
+    tcp: &TenantControlPlane,
+    desired: &Desired,
+    outcome: Result<&Found, &Error>,
+    now: Timestamp,
+) -> Report {
+    let previous = current(tcp);
+    let mut conditions = Conditions::new(&previous.conditions, tcp.metadata.generation, now);
+    let mut report = Report {
+        conditions: Vec::new(),
+        ..previous.clone()
+    };
+    match outcome {
+        Err(err) => conditions.set(NODE_JOIN_READY, Some(false), err.reason(), err.to_string()),
+        Ok(found) => {
+            let kubeadm_config: Vec<TenantObject> = desired
+                .upload_config
+                .iter()
+                .filter(|o| o.key.name == KUBEADM_CONFIG)
+                .cloned()
+                .collect();
+            report.kubeadmconfig = Some(kubeadm_config_status(
+                previous.kubeadmconfig.as_ref(),
+                objects_checksum(&kubeadm_config),
+                now,
+            ));
+            report.kubeadm_phase = Some(KubeadmPhasesStatus {
+                bootstrap_token: Some(phase_status(
+                    previous
+                        .kubeadm_phase
+                        .as_ref()
+                        .and_then(|p| p.bootstrap_token.as_ref()),
+                    objects_checksum(&desired.bootstrap_token),
+                    now,
+                )),
+            });
+            let (ready, reason, message) = join_readiness(desired, found);
+            conditions.set(NODE_JOIN_READY, Some(ready), reason, message);
+        }
+    }
+    report.conditions = conditions.into_vec();
+    report
+}
+
+/// `NodeJoinReady`'s status, reason and message after a pass that applied `desired`.
+fn join_readiness(desired: &Desired, found: &Found) -> (bool, &'static str, String) {
+    if let Some(failure) = &desired.kubelet_error {
+        return (
+            false,
+            "KubeletConfigPatchInvalid",
+            format!("{failure}; kube-system/kubelet-config keeps its last version"),
+        );
+    }
+    let unsigned = found.unsigned();
+    if !unsigned.is_empty() {
+        return (
+            false,
+            "ClusterInfoNotSigned",
+            format!(
+                "kube-public/cluster-info has no signature yet for bootstrap token(s) {} (the tenant's bootstrapsigner controller adds it)",
+                unsigned.join(", ")
+            ),
+        );
+    }
+    (
+        true,
+        "JoinObjectsPresent",
+        format!(
+            "kube-public/cluster-info (signed for {} bootstrap token(s)), kube-system/kubeadm-config, kube-system/kubelet-config and the node-bootstrap RBAC are in the tenant cluster",
+            found.tokens.len()
+        ),
+    )
+}
+
+/// When what has `checksum` was last written: the previous time if it had the same checksum, else `now`.
+fn since(previous: Option<(Option<&str>, Option<&str>)>, checksum: &str, now: Timestamp) -> String {
+    previous
+        .filter(|(c, _)| *c == Some(checksum))
+        .and_then(|(_, at)| at.map(str::to_string))
+        .unwrap_or_else(|| now.to_string())
+}
+
+fn kubeadm_config_status(
+    previous: Option<&KubeadmConfigStatus>,
+    checksum: String,
+    now: Timestamp,
+) -> KubeadmConfigStatus {
+    let previous = previous.map(|p| (p.checksum.as_deref(), p.last_update.as_deref()));
+    KubeadmConfigStatus {
+        configmap_name: Some(KUBEADM_CONFIG.into()),
+        last_update: Some(since(previous, &checksum, now)),
+        checksum: Some(checksum),
+    }
+}
+
+fn phase_status(
+    previous: Option<&KubeadmPhaseStatus>,
+    checksum: String,
+    now: Timestamp,
+) -> KubeadmPhaseStatus {
+    let previous = previous.map(|p| (p.checksum.as_deref(), p.last_update.as_deref()));
+    KubeadmPhaseStatus {
+        last_update: Some(since(previous, &checksum, now)),
+        checksum: Some(checksum),
+    }
+}

@@ -1,0 +1,379 @@
+use serde_json::{Value, json};
+use tenantplane_testkit::tcp;
+
+use super::{
+    kubelet::{PatchFailure, cluster_dns, configuration},
+    status::{Found, NODE_JOIN_READY, Report, SigningToken, report},
+    upload_config::{COMPONENT_CONFIG_HASH, KUBELET_CONFIG, cluster_configuration},
+    *,
+};
+use crate::{Error, k8s::crd::TenantControlPlane};
+
+const KUBEADM_KUBELET_CONFIG: &str = include_str!("testdata/kubeadm-v1.34.4-kubelet-config.yaml");
+const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+fn kubeadm_kubelet_config() -> Value {
+    serde_yaml::from_str(KUBEADM_KUBELET_CONFIG).unwrap()
+}
+
+fn facts(tcp: &TenantControlPlane) -> Facts<'_> {
+    Facts {
+        tcp,
+        endpoint: "192.0.2.10:6443",
+        ca_cert: CA,
+        version: "v1.34.4",
+        key_algorithm: KeyAlgorithm::EcdsaP256,
+    }
+}
+
+/// The seed's own manifest (Kamaji's `test-tenant-gold.yaml`), as a typed object.
+fn seed() -> TenantControlPlane {
+    serde_yaml::from_str(
+        r#"
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: TenantControlPlane
+metadata: {name: k8s-133, namespace: default, labels: {tenant.clastix.io: k8s-133}}
+spec:
+  dataStore: etcd-default
+  controlPlane: {deployment: {replicas: 2}, service: {serviceType: LoadBalancer}}
+  kubernetes:
+    version: "v1.34.4"
+    kubelet:
+      configurationJSONPatches:
+        - op: add
+          path: /featureGates
+          value: {KubeletCrashLoopBackOffMax: false, KubeletEnsureSecretPulledImages: false}
+        - op: replace
+          path: /cgroupDriver
+          value: systemd
+  networkProfile: {port: 6443}
+  addons: {coreDNS: {}, kubeProxy: {}, konnectivity: {server: {port: 8132}, agent: {mode: DaemonSet}}}
+"#,
+    )
+    .unwrap()
+}
+
+fn object<'a>(objects: &'a [TenantObject], kind: Kind, name: &str) -> &'a TenantObject {
+    objects
+        .iter()
+        .find(|o| o.key.kind == kind && o.key.name == name)
+        .unwrap_or_else(|| panic!("no {kind:?} {name}"))
+}
+
+#[test]
+fn the_kubelet_configuration_of_a_default_tenant_is_what_kubeadm_v1_34_4_uploads() {
+    let tcp = tcp("tenants", "cp").build();
+    assert_eq!(configuration(&tcp).unwrap(), kubeadm_kubelet_config());
+}
+
+#[test]
+fn the_seed_manifest_gets_kubeadms_kubelet_configuration_with_both_patches_applied() {
+    let mut expected = kubeadm_kubelet_config();
+    expected["featureGates"] =
+        json!({"KubeletCrashLoopBackOffMax": false, "KubeletEnsureSecretPulledImages": false});
+    expected["cgroupDriver"] = json!("systemd");
+    assert_eq!(configuration(&seed()).unwrap(), expected);
+    let (objects, failure) = upload_config::objects(&facts(&seed()));
+    assert_eq!(failure, None);
+    let config_map = object(&objects, Kind::ConfigMap, KUBELET_CONFIG);
+    let uploaded: Value = serde_yaml::from_str(config_map.body["data"]["kubelet"].as_str().unwrap()).unwrap();
+    assert_eq!(uploaded, expected);
+    // Signed as kubeadm signs it: sha256 of the value.
+    let yaml = config_map.body["data"]["kubelet"].as_str().unwrap();
+    assert_eq!(
+        config_map.body["metadata"]["annotations"][COMPONENT_CONFIG_HASH],
+        json!(checksum([yaml]))
+    );
+}
+
+#[test]
+fn kubeadms_own_signature_of_its_kubelet_configuration_is_the_sha256_of_the_value() {
+    // The hash real kubeadm v1.34.4 wrote beside the testdata file.
+    assert_eq!(
+        checksum([KUBEADM_KUBELET_CONFIG]),
+        "sha256:26488e9fc7c5cb5fdda9996cda2e6651a9af5febce07ea02de11bd3ef3f49e9c"
+    );
+}
+
+#[test]
+fn a_patch_that_does_not_apply_names_its_index_op_and_path_and_keeps_kubelet_config_out() {
+    let tcp = tcp("tenants", "cp")
+        .spec(
+            "kubernetes",
+            json!({"version": "v1.34.4", "kubelet": {"configurationJSONPatches": [
+                {"op": "add", "path": "/featureGates", "value": {"A": true}},
+                {"op": "replace", "path": "/noSuchField", "value": 1},
+            ]}}),
+        )
+        .build();
+    let failure = PatchFailure {
+        index: 1,
+        op: "replace".into(),
+        path: "/noSuchField".into(),
+        why: "path is invalid".into(),
+    };
+    assert_eq!(configuration(&tcp), Err(failure.clone()));
+    assert_eq!(
+        failure.to_string(),
+        "spec.kubernetes.kubelet.configurationJSONPatches[1] (replace /noSuchField) does not apply to the kubelet configuration: path is invalid"
+    );
+    let desired = desired(&facts(&tcp));
+    assert_eq!(desired.kubelet_error, Some(failure));
+    assert!(desired.objects().all(|o| o.key.name != KUBELET_CONFIG));
+    let report = report(
+        &tcp,
+        &desired,
+        Ok(&Found::default()),
+        "2026-12-01T00:00:00Z".parse().unwrap(),
+    );
+    let condition = &report.conditions[0];
+    assert_eq!(
+        (condition.type_.as_str(), condition.status.as_str()),
+        (NODE_JOIN_READY, "False")
+    );
+    assert_eq!(condition.reason, "KubeletConfigPatchInvalid");
+    assert!(
+        condition
+            .message
+            .ends_with("; kube-system/kubelet-config keeps its last version")
+    );
+}
+
+#[test]
+fn a_failed_test_op_is_reported_as_not_matching() {
+    let tcp = tcp("tenants", "cp")
+        .spec(
+            "kubernetes",
+            json!({"version": "v1.34.4", "kubelet": {"configurationJSONPatches": [
+                {"op": "test", "path": "/cgroupDriver", "value": "cgroupfs"},
+            ]}}),
+        )
+        .build();
+    assert_eq!(configuration(&tcp).unwrap_err().why, "value did not match");
+}
+
+#[test]
+fn cluster_dns_is_the_tenth_service_address_unless_dns_service_ips_are_given() {
+    assert_eq!(cluster_dns(&tcp("t", "a").build()), vec!["10.96.0.10"]);
+    let v6 = tcp("t", "b")
+        .spec("networkProfile", json!({"serviceCidrs": ["fd00:10:96::/112"]}))
+        .build();
+    assert_eq!(cluster_dns(&v6), vec!["fd00:10:96::a"]);
+    let explicit = tcp("t", "c")
+        .spec("networkProfile", json!({"dnsServiceIPs": ["10.96.0.53"]}))
+        .build();
+    assert_eq!(cluster_dns(&explicit), vec!["10.96.0.53"]);
+    let cgroupfs = tcp("t", "d")
+        .spec(
+            "kubernetes",
+            json!({"version": "v1.34.4", "kubelet": {"cgroupfs": "cgroupfs"}}),
+        )
+        .build();
+    assert_eq!(
+        configuration(&cgroupfs).unwrap()["cgroupDriver"],
+        json!("cgroupfs")
+    );
+}
+
+#[test]
+fn cluster_info_holds_the_ca_and_the_endpoint_in_an_unnamed_cluster() {
+    let objects = bootstrap_token::objects(&facts(&seed()));
+    let cm = object(&objects, Kind::ConfigMap, "cluster-info");
+    assert_eq!(cm.key.namespace, "kube-public");
+    let kubeconfig: Value = serde_yaml::from_str(cm.body["data"]["kubeconfig"].as_str().unwrap()).unwrap();
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(CA);
+    assert_eq!(
+        kubeconfig["clusters"],
+        json!([{"name": "", "cluster": {"certificate-authority-data": ca, "server": "https://192.0.2.10:6443"}}])
+    );
+    // Only the kubeconfig key is applied: the bootstrapsigner's signatures are not removed.
+    assert_eq!(cm.body["data"].as_object().unwrap().len(), 1);
+}
+
+/// A binding as (kind, namespace, name, roleRef name, subjects as kind/name).
+type BindingRow = (Kind, String, String, String, Vec<(String, String)>);
+
+/// Every binding among `objects`, sorted.
+fn bindings(objects: &[TenantObject]) -> Vec<BindingRow> {
+    let mut out: Vec<_> = objects
+        .iter()
+        .filter(|o| matches!(o.key.kind, Kind::RoleBinding | Kind::ClusterRoleBinding))
+        .map(|o| {
+            let subjects = o.body["subjects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| {
+                    (
+                        s["kind"].as_str().unwrap().into(),
+                        s["name"].as_str().unwrap().into(),
+                    )
+                })
+                .collect();
+            let role = o.body["roleRef"]["name"].as_str().unwrap().to_string();
+            (
+                o.key.kind,
+                o.key.namespace.clone(),
+                o.key.name.clone(),
+                role,
+                subjects,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_bindings_are_kubeadms() {
+    let desired = desired(&facts(&seed()));
+    let all: Vec<TenantObject> = desired.objects().cloned().collect();
+    let g = |n: &str| ("Group".to_string(), n.to_string());
+    // As real kubeadm v1.34.4 creates them (init phase upload-config all, bootstrap-token).
+    let expected = vec![
+        (
+            Kind::RoleBinding,
+            "kube-public".into(),
+            "kubeadm:bootstrap-signer-clusterinfo".into(),
+            "kubeadm:bootstrap-signer-clusterinfo".into(),
+            vec![("User".into(), "system:anonymous".into())],
+        ),
+        (
+            Kind::RoleBinding,
+            "kube-system".into(),
+            "kubeadm:kubelet-config".into(),
+            "kubeadm:kubelet-config".into(),
+            vec![g(BOOTSTRAPPERS), g(NODES)],
+        ),
+        (
+            Kind::RoleBinding,
+            "kube-system".into(),
+            "kubeadm:nodes-kubeadm-config".into(),
+            "kubeadm:nodes-kubeadm-config".into(),
+            vec![g(BOOTSTRAPPERS), g(NODES)],
+        ),
+        (
+            Kind::ClusterRoleBinding,
+            "".into(),
+            "kubeadm:get-nodes".into(),
+            "kubeadm:get-nodes".into(),
+            vec![g(BOOTSTRAPPERS)],
+        ),
+        (
+            Kind::ClusterRoleBinding,
+            "".into(),
+            "kubeadm:kubelet-bootstrap".into(),
+            "system:node-bootstrapper".into(),
+            vec![g(BOOTSTRAPPERS)],
+        ),
+        (
+            Kind::ClusterRoleBinding,
+            "".into(),
+            "kubeadm:node-autoapprove-bootstrap".into(),
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient".into(),
+            vec![g(BOOTSTRAPPERS)],
+        ),
+        (
+            Kind::ClusterRoleBinding,
+            "".into(),
+            "kubeadm:node-autoapprove-certificate-rotation".into(),
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient".into(),
+            vec![g(NODES)],
+        ),
+    ];
+    assert_eq!(bindings(&all), expected);
+    let role = object(&all, Kind::Role, "kubeadm:kubelet-config");
+    assert_eq!(
+        role.body["rules"],
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["kubelet-config"], "verbs": ["get"]}])
+    );
+    for o in &all {
+        assert_eq!(
+            o.body["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            json!("tenantplane"),
+            "{}",
+            o.key
+        );
+    }
+}
+
+#[test]
+fn the_cluster_configuration_names_the_endpoint_version_networks_and_no_etcd() {
+    let seed = seed();
+    let config = cluster_configuration(&facts(&seed));
+    assert_eq!(config["controlPlaneEndpoint"], json!("192.0.2.10:6443"));
+    assert_eq!(config["kubernetesVersion"], json!("v1.34.4"));
+    assert_eq!(config["clusterName"], json!("k8s-133"));
+    assert_eq!(
+        config["networking"],
+        json!({"dnsDomain": "cluster.local", "podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/16"})
+    );
+    assert_eq!(config["encryptionAlgorithm"], json!("ECDSA-P256"));
+    assert_eq!(config.get("etcd"), None);
+    assert_eq!(
+        (config["dns"].clone(), config["proxy"].clone()),
+        (json!({}), json!({}))
+    );
+    let bare = tcp("t", "bare").build();
+    let config = cluster_configuration(&facts(&bare));
+    assert_eq!(
+        (config["dns"].clone(), config["proxy"].clone()),
+        (json!({"disabled": true}), json!({"disabled": true}))
+    );
+}
+
+fn found(signed: &[&str], tokens: &[&str]) -> Found {
+    Found {
+        signed: signed.iter().map(|s| s.to_string()).collect(),
+        tokens: tokens
+            .iter()
+            .map(|id| SigningToken { id: id.to_string() })
+            .collect(),
+    }
+}
+
+#[test]
+fn node_join_ready_needs_a_signature_for_every_signing_token_and_checksums_keep_their_time() {
+    let seed = seed();
+    let desired = desired(&facts(&seed));
+    let t0 = "2026-12-01T00:00:00Z".parse().unwrap();
+    let first = report(&seed, &desired, Ok(&found(&["abcdef"], &["abcdef"])), t0);
+    assert_eq!(first.conditions[0].status, "True");
+    assert_eq!(first.conditions[0].reason, "JoinObjectsPresent");
+    let unsigned = report(
+        &seed,
+        &desired,
+        Ok(&found(&["abcdef"], &["abcdef", "zzzzzz"])),
+        t0,
+    );
+    assert_eq!(unsigned.conditions[0].status, "False");
+    assert_eq!(unsigned.conditions[0].reason, "ClusterInfoNotSigned");
+    assert!(unsigned.conditions[0].message.contains("zzzzzz"));
+    // A later pass with the same objects keeps lastUpdate; a failed one keeps the checksums.
+    let mut later = seed.clone();
+    let status = later.status.get_or_insert_with(Default::default);
+    status.kubeadmconfig = first.kubeadmconfig.clone();
+    status.kubeadm_phase = first.kubeadm_phase.clone();
+    status.conditions = first.conditions.clone();
+    let t1 = "2026-12-01T01:00:00Z".parse().unwrap();
+    let again = report(&later, &desired, Ok(&found(&[], &[])), t1);
+    assert_eq!(again.kubeadmconfig, first.kubeadmconfig);
+    assert_eq!(
+        again.conditions[0].last_transition_time,
+        first.conditions[0].last_transition_time
+    );
+    let err = Error::NotReady {
+        reason: "TenantUnreachable",
+        message: "connection refused".into(),
+    };
+    let failed: Report = report(&later, &desired, Err(&err), t1);
+    assert_eq!(failed.kubeadm_phase, first.kubeadm_phase);
+    assert_eq!(
+        (
+            failed.conditions[0].status.as_str(),
+            failed.conditions[0].reason.as_str()
+        ),
+        ("False", "TenantUnreachable")
+    );
+}

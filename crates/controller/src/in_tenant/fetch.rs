@@ -1,0 +1,154 @@
+//! I/O: what the in-tenant phase builds from (the endpoint, the CA and the admin kubeconfig the
+//! controller made), the tenant client, and what the tenant cluster holds.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{
+    Api, ResourceExt as _,
+    api::{DynamicObject, ListParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use super::build::{
+    KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey,
+    bootstrap_token::{CLUSTER_INFO, JWS_PREFIX},
+    status::{Found, SigningToken},
+};
+use crate::{
+    Context, Error, MANAGED_BY_LABEL,
+    build::untampered,
+    fetch::owned_secret,
+    k8s::crd::TenantControlPlane,
+    secret::Secret as Sealed,
+    tenant_control_plane::build::{admin_kubeconfig_name, ca_secret_name},
+};
+
+/// How long a call into a tenant cluster may take.
+pub const TENANT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The controller-made inputs of one tenant.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// The tenant CA certificate (PEM).
+    pub ca_cert: String,
+    /// The admin kubeconfig (`admin.conf` of `<tcp>-admin-kubeconfig`).
+    pub admin_kubeconfig: Sealed<String>,
+    /// That Secret's `resourceVersion`: a new one means a new client.
+    pub admin_version: String,
+}
+
+/// A key of an owned Secret as text; a missing or edited Secret is not ready (the TenantControlPlane
+/// reconcile restores it, and its watch wakes this phase).
+async fn owned_key(ctx: &Context, namespace: &str, name: &str, key: &str) -> Result<(String, String), Error> {
+    let not_ready = |what: &str| Error::NotReady {
+        reason: "TenantCredentialsNotReady",
+        message: format!("Secret {namespace}/{name} {what}; the TenantControlPlane reconcile writes it"),
+    };
+    let secret = owned_secret(ctx, namespace, name)
+        .await?
+        .ok_or_else(|| not_ready("does not exist yet"))?;
+    if !untampered(&secret) {
+        return Err(not_ready("was edited"));
+    }
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .and_then(|v| String::from_utf8(v.0.clone()).ok())
+        .ok_or_else(|| not_ready(&format!("has no {key}")))?;
+    Ok((value, secret.resource_version().unwrap_or_default()))
+}
+
+/// The CA and the admin kubeconfig of `tcp`.
+pub async fn inputs(ctx: &Context, tcp: &TenantControlPlane) -> Result<Inputs, Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    let (ca_cert, _) = owned_key(ctx, &namespace, &ca_secret_name(tcp), "ca.crt").await?;
+    let (admin, admin_version) =
+        owned_key(ctx, &namespace, &admin_kubeconfig_name(tcp), "admin.conf").await?;
+    Ok(Inputs {
+        ca_cert,
+        admin_kubeconfig: Sealed::new(admin),
+        admin_version,
+    })
+}
+
+/// A client of the tenant cluster from its admin kubeconfig, with [`TENANT_TIMEOUT`] per call.
+pub async fn client(inputs: &Inputs) -> Result<kube::Client, Error> {
+    let invalid = |e: &dyn std::fmt::Display| Error::Invalid {
+        reason: "TenantKubeconfigInvalid",
+        message: format!("the admin kubeconfig cannot be used: {e}"),
+    };
+    let kubeconfig = Kubeconfig::from_yaml(inputs.admin_kubeconfig.expose()).map_err(|e| invalid(&e))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| invalid(&e))?;
+    config.connect_timeout = Some(TENANT_TIMEOUT);
+    config.read_timeout = Some(TENANT_TIMEOUT);
+    config.write_timeout = Some(TENANT_TIMEOUT);
+    kube::Client::try_from(config).map_err(|e| invalid(&e))
+}
+
+/// The objects labelled as Tenantplane's in the tenant, with their `resourceVersion`: one
+/// metadata-only list per kind.
+pub async fn present(client: &kube::Client) -> Result<HashMap<ObjectKey, String>, Error> {
+    let selector = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
+    let lists = Kind::ALL.map(|kind| {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &kind.api_resource());
+        let params = ListParams::default().labels(&selector);
+        async move { api.list_metadata(&params).await.map(|list| (kind, list)) }
+    });
+    let mut present = HashMap::new();
+    for (kind, list) in futures_util::future::try_join_all(lists).await? {
+        for item in list.items {
+            let key = ObjectKey {
+                kind,
+                namespace: item.namespace().unwrap_or_default(),
+                name: item.name_any(),
+            };
+            present.insert(key, item.resource_version().unwrap_or_default());
+        }
+    }
+    Ok(present)
+}
+
+/// The bootstrap tokens that should sign cluster-info, and the signatures it carries. Only a token's
+/// id and usages are read from its Secret; its secret half is never kept.
+pub async fn signatures(client: &kube::Client) -> Result<Found, Error> {
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), KUBE_PUBLIC);
+    let cluster_info = config_maps.get_opt(CLUSTER_INFO);
+    let params = ListParams::default().fields("type=bootstrap.kubernetes.io/token");
+    let secrets = Api::<Secret>::namespaced(client.clone(), KUBE_SYSTEM);
+    let tokens = secrets.list(&params);
+    let (cluster_info, tokens) = futures_util::future::try_join(cluster_info, tokens).await?;
+    let signed: BTreeSet<String> = cluster_info
+        .and_then(|cm| cm.data)
+        .unwrap_or_default()
+        .into_keys()
+        .filter_map(|k| k.strip_prefix(JWS_PREFIX).map(str::to_string))
+        .collect();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut tokens: Vec<SigningToken> = tokens
+        .items
+        .iter()
+        .filter_map(|secret| signing_token(secret, now))
+        .collect();
+    tokens.sort();
+    Ok(Found { signed, tokens })
+}
+
+/// A live bootstrap token Secret with signing usage, as its id.
+fn signing_token(secret: &Secret, now: k8s_openapi::jiff::Timestamp) -> Option<SigningToken> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| data.get(key).and_then(|v| std::str::from_utf8(&v.0).ok());
+    if text("usage-bootstrap-signing") != Some("true") {
+        return None;
+    }
+    let expired = text("expiration")
+        .and_then(|e| e.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .is_some_and(|at| at <= now);
+    let id = text("token-id")?.to_string();
+    (!expired).then_some(SigningToken { id })
+}

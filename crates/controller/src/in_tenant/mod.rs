@@ -1,0 +1,324 @@
+//! The in-tenant phase: what kubeadm's upload-config and bootstrap-token phases leave in a cluster, kept
+//! in each tenant cluster through its admin kubeconfig so that nodes can `kubeadm join` it. A pipeline
+//! like the TenantControlPlane reconciler: [`fetch`] (the inputs, the tenant client, what the tenant
+//! holds) → [`build`] (pure: the objects, the status and the `NodeJoinReady` condition) → [`apply`]
+//! (server-side apply into the tenant of only what is missing or changed) → [`status`] (its own
+//! status fields, under a field manager of its own).
+//!
+//! It runs while the tenant serves ([`serving`]) and forgets the tenant otherwise. Cost at scale: one
+//! kept client per tenant, no watch in any tenant cluster; a pass is woken by a change of what it
+//! depends on in the TenantControlPlane ([`fingerprint`]) or by the periodic check, and a pass with
+//! nothing to restore is five metadata-only lists, one GET and one list.
+
+pub mod apply;
+pub mod build;
+pub mod fetch;
+pub mod status;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{
+    ResourceExt as _,
+    runtime::{controller::Action, reflector::ObjectRef, watcher},
+};
+
+use self::{
+    apply::{Applied, Restored},
+    build::{Facts, ObjectKey, status::NODE_JOIN_READY},
+};
+use crate::{
+    Context, Error,
+    k8s::crd::{KubernetesVersionState, TenantControlPlane},
+};
+
+/// The phase's name in metrics and Events.
+pub const CONTROLLER: &str = "in-tenant";
+/// How soon a pass that found an unsigned token looks again (the bootstrapsigner takes a moment).
+pub const UNSIGNED_RECHECK: Duration = Duration::from_secs(2);
+
+/// What the phase keeps per tenant (`namespace/name`): its client and what it last applied there, and
+/// the last [`fingerprint`] seen of each TenantControlPlane.
+#[derive(Default)]
+pub struct Tenants {
+    inner: std::sync::Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    kept: HashMap<String, Kept>,
+    seen: HashMap<String, String>,
+    /// The keys listed since the watch (re)started its list, while it lists.
+    listing: Option<HashSet<String>>,
+}
+
+struct Kept {
+    admin_version: String,
+    client: kube::Client,
+    applied: HashMap<ObjectKey, Applied>,
+}
+
+impl std::fmt::Debug for Tenants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tenants").field("kept", &self.len()).finish()
+    }
+}
+
+impl Tenants {
+    /// Forgets a tenant's client and what was applied (a later pass applies everything again).
+    pub fn forget(&self, key: &str) {
+        self.lock().kept.remove(key);
+    }
+
+    /// How many tenants have a kept client.
+    pub fn len(&self) -> usize {
+        self.lock().kept.len()
+    }
+
+    /// Whether no tenant has a kept client.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Called with every event of the TenantControlPlane watch: the TenantControlPlanes whose
+    /// [`fingerprint`] changed. A deleted one (also one gone from a relist) is forgotten.
+    pub fn observe(&self, event: &watcher::Event<TenantControlPlane>) -> Vec<ObjectRef<TenantControlPlane>> {
+        let mut inner = self.lock();
+        let changed = |inner: &mut Inner, tcp: &TenantControlPlane| {
+            let key = key(tcp);
+            let print = fingerprint(tcp);
+            (inner.seen.insert(key, print.clone()).as_ref() != Some(&print)).then(|| ObjectRef::from_obj(tcp))
+        };
+        match event {
+            watcher::Event::Apply(tcp) => changed(&mut inner, tcp).into_iter().collect(),
+            watcher::Event::InitApply(tcp) => {
+                if let Some(listing) = inner.listing.as_mut() {
+                    listing.insert(key(tcp));
+                }
+                changed(&mut inner, tcp).into_iter().collect()
+            }
+            watcher::Event::Delete(tcp) => {
+                let key = key(tcp);
+                inner.seen.remove(&key);
+                inner.kept.remove(&key);
+                Vec::new()
+            }
+            watcher::Event::Init => {
+                inner.listing = Some(HashSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let listed = inner.listing.take().unwrap_or_default();
+                inner.seen.retain(|k, _| listed.contains(k));
+                inner.kept.retain(|k, _| listed.contains(k));
+                Vec::new()
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `namespace/name`.
+fn key(tcp: &TenantControlPlane) -> String {
+    format!("{}/{}", tcp.namespace().unwrap_or_default(), tcp.name_any())
+}
+
+/// Whether the tenant serves: it reports Ready, WriteLimited or Upgrading with an installed version and
+/// an endpoint, and is not being deleted.
+pub fn serving(tcp: &TenantControlPlane) -> bool {
+    let status = tcp.status.as_ref();
+    let version = status
+        .and_then(|s| s.kubernetes_resources.as_ref())
+        .and_then(|k| k.version.as_ref());
+    let state_serves = matches!(
+        version.and_then(|v| v.status),
+        Some(
+            KubernetesVersionState::Ready
+                | KubernetesVersionState::WriteLimited
+                | KubernetesVersionState::Upgrading
+        )
+    );
+    tcp.metadata.deletion_timestamp.is_none()
+        && state_serves
+        && version.and_then(|v| v.version.as_ref()).is_some()
+        && status.and_then(|s| s.control_plane_endpoint.as_ref()).is_some()
+}
+
+/// What of a TenantControlPlane wakes the phase: its spec, whether it serves, its endpoint and
+/// version, and the checksums of its CA and admin kubeconfig (not the phase's own status fields).
+pub fn fingerprint(tcp: &TenantControlPlane) -> String {
+    let status = tcp.status.as_ref();
+    let checksum = |s: Option<&crate::k8s::crd::SecretStatus>| s.and_then(|s| s.checksum.clone());
+    format!(
+        "{:?}|{:?}|{}|{:?}|{:?}|{:?}|{:?}",
+        tcp.metadata.uid,
+        tcp.metadata.generation,
+        serving(tcp),
+        status.and_then(|s| s.control_plane_endpoint.clone()),
+        status
+            .and_then(|s| s.kubernetes_resources.as_ref())
+            .and_then(|k| k.version.as_ref())
+            .and_then(|v| v.version.clone()),
+        checksum(
+            status
+                .and_then(|s| s.certificates.as_ref())
+                .and_then(|c| c.ca.as_ref())
+        ),
+        checksum(
+            status
+                .and_then(|s| s.kubeconfig.as_ref())
+                .and_then(|k| k.admin.as_ref())
+        ),
+    )
+}
+
+/// One pass over one tenant, and its outcome recorded (metrics, an Event on failure).
+pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = match tokio::time::timeout(ctx.settings.reconcile_timeout, pass(&tcp, &ctx)).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::NotReady {
+            reason: "ReconcileTimeout",
+            message: format!(
+                "the in-tenant pass did not finish within {:?}; it is retried",
+                ctx.settings.reconcile_timeout
+            ),
+        }),
+    };
+    ctx.metrics.phase(CONTROLLER, started.elapsed().as_secs_f64());
+    ctx.observe(CONTROLLER, tcp.as_ref(), &result).await;
+    result
+}
+
+/// Backoff for transient errors; permanent ones wait for a change.
+pub fn error_policy(tcp: Arc<TenantControlPlane>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.error_action(CONTROLLER, tcp.as_ref(), err)
+}
+
+async fn pass(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> {
+    let key = key(tcp);
+    if !serving(tcp) {
+        ctx.in_tenant.forget(&key);
+        not_serving(ctx, tcp).await?;
+        return Ok(Action::await_change());
+    }
+    let inputs = fetch::inputs(ctx, tcp).await?;
+    let facts = facts(tcp, ctx, &inputs.ca_cert);
+    let desired = build::desired(&facts);
+    let outcome = sync(ctx, &key, &inputs, &desired).await;
+    let report = build::status::report(
+        tcp,
+        &desired,
+        outcome.as_ref().map(|(found, _)| found),
+        Timestamp::now(),
+    );
+    status::write(ctx, tcp, &report).await?;
+    let (found, restored) = outcome?;
+    for (object, why) in restored {
+        let (reason, how) = match why {
+            Restored::Deleted => ("TenantObjectRecreated", "was deleted; created again"),
+            Restored::Changed => (
+                "TenantObjectReverted",
+                "was changed; its applied fields are restored",
+            ),
+        };
+        let message = format!("{object} in the tenant cluster {how}");
+        ctx.note(tcp, object.reference(), reason, &message).await;
+    }
+    if let Some(failure) = &desired.kubelet_error {
+        ctx.warn(tcp, "KubeletConfigPatchInvalid", &failure.to_string())
+            .await;
+    }
+    Ok(Action::requeue(if found.unsigned().is_empty() {
+        ctx.settings.in_tenant_resync
+    } else {
+        UNSIGNED_RECHECK
+    }))
+}
+
+/// What the build reads, for `tcp` (only called while it serves).
+fn facts<'a>(tcp: &'a TenantControlPlane, ctx: &Context, ca_cert: &'a str) -> Facts<'a> {
+    let status = tcp.status.as_ref();
+    Facts {
+        tcp,
+        endpoint: status
+            .and_then(|s| s.control_plane_endpoint.as_deref())
+            .unwrap_or_default(),
+        ca_cert,
+        version: status
+            .and_then(|s| s.kubernetes_resources.as_ref())
+            .and_then(|k| k.version.as_ref())
+            .and_then(|v| v.version.as_deref())
+            .unwrap_or_default(),
+        key_algorithm: ctx.settings.workload.key_algorithm,
+    }
+}
+
+/// Checks the tenant and applies what it lacks; what it then holds, and what was restored.
+async fn sync(
+    ctx: &Context,
+    key: &str,
+    inputs: &fetch::Inputs,
+    desired: &build::Desired,
+) -> Result<(build::status::Found, Vec<(ObjectKey, Restored)>), Error> {
+    let (client, mut applied) = kept_client(ctx, key, inputs).await?;
+    let present = fetch::present(&client).await?;
+    let objects: Vec<&build::TenantObject> = desired.objects().collect();
+    let result = apply::objects(&client, &objects, &present, &mut applied).await;
+    if let Some(kept) = ctx.in_tenant.lock().kept.get_mut(key) {
+        kept.applied = applied;
+    }
+    let outcome = result?;
+    let found = fetch::signatures(&client).await?;
+    Ok((found, outcome.restored))
+}
+
+/// The tenant's kept client (a new one when its admin kubeconfig changed), and what was applied.
+async fn kept_client(
+    ctx: &Context,
+    key: &str,
+    inputs: &fetch::Inputs,
+) -> Result<(kube::Client, HashMap<ObjectKey, Applied>), Error> {
+    if let Some(kept) = ctx.in_tenant.lock().kept.get(key)
+        && kept.admin_version == inputs.admin_version
+    {
+        return Ok((kept.client.clone(), kept.applied.clone()));
+    }
+    let client = fetch::client(inputs).await?;
+    ctx.in_tenant.lock().kept.insert(
+        key.to_string(),
+        Kept {
+            admin_version: inputs.admin_version.clone(),
+            client: client.clone(),
+            applied: HashMap::new(),
+        },
+    );
+    Ok((client, HashMap::new()))
+}
+
+/// A tenant that stopped serving can take no node: `NodeJoinReady` says so (once).
+async fn not_serving(ctx: &Context, tcp: &TenantControlPlane) -> Result<(), Error> {
+    if tcp.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let mut report = build::status::current(tcp);
+    let Some(condition) = report.conditions.iter_mut().find(|c| c.type_ == NODE_JOIN_READY) else {
+        return Ok(());
+    };
+    if condition.status == "False" && condition.reason == "ControlPlaneNotServing" {
+        return Ok(());
+    }
+    condition.status = "False".into();
+    condition.reason = "ControlPlaneNotServing".into();
+    condition.message = "the control plane does not serve (sleeping, not ready or being deleted)".into();
+    condition.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now());
+    condition.observed_generation = tcp.metadata.generation;
+    status::write(ctx, tcp, &report).await
+}
