@@ -35,7 +35,11 @@ pub struct ApiError {
     problem: Box<Problem>,
     etag: Option<String>,
     authenticate: bool,
+    retry_after: Option<u32>,
 }
+
+/// Seconds a client should wait before retrying a request answered `Unavailable`.
+pub const RETRY_AFTER_SECONDS: u32 = 5;
 
 impl ApiError {
     /// A problem with `status`, a slug for its type, a title and a detail.
@@ -51,6 +55,7 @@ impl ApiError {
             }),
             etag: None,
             authenticate: false,
+            retry_after: None,
         }
     }
 
@@ -157,6 +162,16 @@ impl From<ServiceError> for ApiError {
                 "No management cluster",
                 err.to_string(),
             ),
+            ServiceError::Unavailable(detail) => {
+                let mut e = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "Service unavailable",
+                    detail,
+                );
+                e.retry_after = Some(RETRY_AFTER_SECONDS);
+                e
+            }
             ServiceError::Internal(detail) => ApiError::internal(&detail),
         }
     }
@@ -176,6 +191,11 @@ impl IntoResponse for ApiError {
             (status, [(header::CONTENT_TYPE, "application/problem+json")], body).into_response();
         if let Some(etag) = self.etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
             response.headers_mut().insert(header::ETAG, etag);
+        }
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         if self.authenticate {
             response.headers_mut().insert(
@@ -212,6 +232,33 @@ mod tests {
                 "title": "Idempotency-Key reused",
                 "status": 422,
                 "detail": "this Idempotency-Key was used with a different request body; use a new key",
+            })
+        );
+    }
+
+    #[test]
+    fn unavailable_is_a_retryable_503() {
+        let e = ApiError::from(ServiceError::Unavailable(
+            "the tenant cluster did not answer".into(),
+        ));
+        let response = e.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let (status, body) = problem(ServiceError::Unavailable(
+            "the tenant cluster did not answer".into(),
+        ));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "type": "https://tenantplane.dev/problems/unavailable",
+                "title": "Service unavailable",
+                "status": 503,
+                "detail": "the tenant cluster did not answer",
             })
         );
     }

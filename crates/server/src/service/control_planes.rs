@@ -661,11 +661,19 @@ pub struct KubeconfigSecret {
 pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<KubeconfigSecret> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
     let cp = get(ctx, who, &tenant.slug, id).await?;
-    let not_ready = |phase: &str| {
-        ServiceError::NotReady(format!(
-            "the control plane is {phase}, not Ready yet: its kubeconfig does not exist yet"
-        ))
-    };
+    served_secret(ctx, &tenant, &cp, "its kubeconfig does not exist yet").await
+}
+
+/// [`kubeconfig_secret`] of a control plane the caller was authorized for; `NotReady` (with `why`, e.g.
+/// "its kubeconfig does not exist yet") until it has served and its TCP is pinned.
+pub(crate) async fn served_secret(
+    ctx: &Ctx,
+    tenant: &store::tenants::TenantRow,
+    cp: &ControlPlane,
+    why: &str,
+) -> Result<KubeconfigSecret> {
+    let not_ready =
+        |phase: &str| ServiceError::NotReady(format!("the control plane is {phase}, not Ready yet: {why}"));
     if !has_served(&cp.phase, &cp.status) {
         return Err(not_ready(&cp.phase));
     }
@@ -682,6 +690,56 @@ pub async fn kubeconfig_secret(ctx: &Ctx, who: &Principal, slug: &str, id: &str)
 /// Keys of the kubeconfig Secret that may hold the admin kubeconfig, in order of preference.
 const KUBECONFIG_KEYS: [&str; 3] = ["admin.conf", "super-admin.conf", "value"];
 
+/// The data of Secret `namespace/name` of the management cluster, only if it is owned by the control
+/// plane's pinned TCP (`owner_uid`): `NotReady` naming `what` when it is someone else's, `None` when it
+/// does not exist.
+pub(crate) async fn owned_secret_data(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    owner_uid: &str,
+    what: &str,
+) -> Result<Option<std::collections::BTreeMap<String, k8s_openapi::ByteString>>> {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let secret = secrets
+        .get_opt(name)
+        .await
+        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let Some(secret) = secret else { return Ok(None) };
+    let owned = secret
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == owner_uid);
+    if !owned {
+        return Err(ServiceError::NotReady(format!(
+            "the {what} Secret is not owned by this control plane's TenantControlPlane (yet)"
+        )));
+    }
+    Ok(Some(secret.data.unwrap_or_default()))
+}
+
+/// The admin kubeconfig (YAML) in `wanted`, read from the management cluster only if that Secret is owned
+/// by the control plane's pinned TCP; `NotReady` until it exists, is owned and holds a kubeconfig.
+pub(crate) async fn admin_kubeconfig(client: &kube::Client, wanted: &KubeconfigSecret) -> Result<Vec<u8>> {
+    let mut data = owned_secret_data(
+        client,
+        &wanted.namespace,
+        &wanted.name,
+        &wanted.owner_uid,
+        "kubeconfig",
+    )
+    .await?
+    .unwrap_or_default();
+    KUBECONFIG_KEYS
+        .iter()
+        .find_map(|k| data.remove(*k))
+        .map(|content| content.0)
+        .ok_or_else(|| ServiceError::NotReady("the kubeconfig Secret has no admin.conf yet".into()))
+}
+
 /// The admin kubeconfig (YAML) of a control plane that has served (tenant member): read from
 /// [`kubeconfig_secret`] on the management cluster, only if that Secret is owned by the control plane's
 /// pinned TCP. `NotReady` until it exists, is owned and holds a kubeconfig; `NoManagementCluster` without
@@ -694,32 +752,8 @@ pub async fn kubeconfig(
     id: &str,
 ) -> Result<Vec<u8>> {
     let wanted = kubeconfig_secret(ctx, who, slug, id).await?;
-    let client = kube.ok_or(ServiceError::NoManagementCluster)?.clone();
-    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
-        kube::Api::namespaced(client, &wanted.namespace);
-    let secret = secrets
-        .get_opt(&wanted.name)
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
-    // Only the Secret of this control plane's own TCP: owned by the pinned UID.
-    let owned = |s: &k8s_openapi::api::core::v1::Secret| {
-        s.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == wanted.owner_uid)
-    };
-    if secret.as_ref().is_some_and(|s| !owned(s)) {
-        return Err(ServiceError::NotReady(
-            "the kubeconfig Secret is not owned by this control plane's TenantControlPlane (yet)".into(),
-        ));
-    }
-    let mut data = secret.and_then(|s| s.data).unwrap_or_default();
-    KUBECONFIG_KEYS
-        .iter()
-        .find_map(|k| data.remove(*k))
-        .map(|content| content.0)
-        .ok_or_else(|| ServiceError::NotReady("the kubeconfig Secret has no admin.conf yet".into()))
+    let client = kube.ok_or(ServiceError::NoManagementCluster)?;
+    admin_kubeconfig(client, &wanted).await
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod control_planes;
 pub mod datastores;
 pub mod events;
 pub mod idempotency;
+pub mod join_tokens;
 pub mod model;
 pub mod placement;
 pub mod tenants;
@@ -82,6 +83,10 @@ pub enum ServiceError {
     /// The use-case needs the management cluster and this server has none configured.
     #[error("this server has no management cluster configured")]
     NoManagementCluster,
+    /// A cluster the use-case depends on (e.g. the tenant cluster) did not answer or did not get there in
+    /// time; nothing was changed, and the same request may be retried.
+    #[error("{0}")]
+    Unavailable(String),
     /// Anything else; details go to the log, never to the client.
     #[error("internal error: {0}")]
     Internal(String),

@@ -464,3 +464,77 @@ pub struct AuditEntry {
     /// When.
     pub created_at: DateTime<Utc>,
 }
+
+/// Body of `POST /tenants/{tenant}/control-planes/{id}/join-tokens`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateJoinToken {
+    /// Lifetime in seconds, 1 to 604800 (7 days); default 86400 (one day).
+    #[serde(default)]
+    pub ttl_seconds: Option<i64>,
+    /// What the token is for: at most 256 characters, no control characters. Also the bootstrap token
+    /// Secret's `description` in the tenant cluster.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A node join token's record: never its secret half.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinToken {
+    /// The token's public id (`[a-z0-9]{6}`, the part before the dot).
+    pub id: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Expiry: the tenant cluster refuses the token from then on.
+    pub expires_at: DateTime<Utc>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The live (neither revoked nor expired) join tokens of a control plane, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinTokenList {
+    /// The tokens.
+    pub items: Vec<JoinToken>,
+}
+
+/// A new join token: the only time its secret half is shown. It is usable when this answer arrives.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJoinToken {
+    /// The token's public id (`[a-z0-9]{6}`).
+    pub id: String,
+    /// The bootstrap token, `<id>.<secret>` (`[a-z0-9]{6}.[a-z0-9]{16}`): shown only here, once.
+    pub token: String,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Description.
+    pub description: Option<String>,
+    /// `host:port` of the control plane's API server (its reported endpoint).
+    pub endpoint: String,
+    /// `sha256:<hex>` of the tenant CA certificate's SubjectPublicKeyInfo (DER): kubeadm's
+    /// `--discovery-token-ca-cert-hash`.
+    pub discovery_token_ca_cert_hash: String,
+    /// `kubeadm join <endpoint> --token <token> --discovery-token-ca-cert-hash <hash>`.
+    pub join_command: String,
+}
+
+/// Redacts the secret half (the token and the join command that carries it).
+impl std::fmt::Debug for CreatedJoinToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedJoinToken")
+            .field("id", &self.id)
+            .field("token", &"<redacted>")
+            .field("expires_at", &self.expires_at)
+            .field("created_at", &self.created_at)
+            .field("description", &self.description)
+            .field("endpoint", &self.endpoint)
+            .field("discovery_token_ca_cert_hash", &self.discovery_token_ca_cert_hash)
+            .field("join_command", &"<redacted>")
+            .finish()
+    }
+}

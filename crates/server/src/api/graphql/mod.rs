@@ -299,9 +299,9 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
         ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
         ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),
         ServiceError::PreconditionFailed(_) => ("PRECONDITION_FAILED", err.to_string()),
-        // No GraphQL field produces these yet (no kubeconfig field, no idempotency keys for mutations).
+        // No GraphQL field produces this yet (no idempotency keys for mutations).
         ServiceError::IdempotencyKeyReused => ("IDEMPOTENCY_KEY_REUSED", err.to_string()),
-        ServiceError::NoManagementCluster => ("UNAVAILABLE", err.to_string()),
+        ServiceError::NoManagementCluster | ServiceError::Unavailable(_) => ("UNAVAILABLE", err.to_string()),
         ServiceError::Internal(detail) => {
             tracing::error!(error = %detail, "internal error");
             (
