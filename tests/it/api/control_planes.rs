@@ -40,10 +40,13 @@ async fn create_records_spec_operation_outbox_and_audit_in_one_transaction() {
         json!([]),
         "auto offload without an override pool offloads nothing"
     );
+    let addon = |requested: bool| json!({"requested": requested, "installed": false, "lastUpdate": null});
     assert_eq!(
         cp["addons"],
-        json!({"coreDNS": true, "kubeProxy": true, "konnectivity": false})
+        json!({"coreDNS": addon(true), "kubeProxy": addon(true), "konnectivity": addon(false), "ready": null}),
+        "requested as the defaults say, nothing installed before the controller reports"
     );
+    assert_eq!(cp["nodeJoin"], json!({"ready": null}));
     assert_eq!(cp["phase"], "Pending");
     assert_eq!(cp["generation"], 1);
     assert_eq!(
@@ -663,4 +666,103 @@ async fn get_one_runs_two_statements() {
     assert_eq!(got.body["name"], "counted");
     assert_eq!(got.body["placement"], created["controlPlane"]["placement"]);
     assert_eq!(after - before, 2);
+}
+
+/// The worker's status path (the one `Worker::write_status` of the status watcher runs) on a
+/// TenantControlPlane whose in-tenant phase reported its addons and conditions, then the REST GET.
+#[tokio::test]
+async fn get_reports_the_addons_that_run_and_node_join_from_the_mirrored_tcp_status() {
+    let app = spawn_app().await;
+    let slug = app.tenant("addons").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(json!({"name": "web", "kubernetesVersion": "v1.33.2",
+                        "addons": {"coreDNS": true, "kubeProxy": true, "konnectivity": true}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let id = r.body["controlPlane"]["id"].as_str().unwrap().to_string();
+    let tenant = tenant_id(&app, &slug).await;
+    let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+               "lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": 1})
+    };
+    let tcp = tenantplane_testkit::tcp(&format!("tp-{slug}"), "web")
+        .uid("uid-web")
+        .generation(1)
+        .label("tenantplane.io/tenant", &tenant.to_string())
+        .label("tenantplane.io/control-plane-id", &id)
+        .version("v1.33.2")
+        .status(json!({
+            "controlPlaneEndpoint": "10.0.0.7:6443",
+            "conditions": [
+                condition("Ready", "True", "Ready", "serving"),
+                condition("NodeJoinReady", "True", "JoinObjectsPresent", "nodes can join"),
+                condition("AddonsReady", "False", "AddonNotAvailable", "kube-proxy is not in the tenant cluster yet"),
+            ],
+            "addons": {
+                "coreDNS": {"enabled": true, "checksum": "sha256:c0ffee", "lastUpdate": "2026-12-01T10:00:05Z"},
+                "kubeProxy": {"enabled": false}
+            },
+            "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
+        }))
+        .build();
+    // A client that never connects: the status path only writes PostgreSQL.
+    let unused = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let worker = tenantplane::worker::Worker::new(
+        app.ctx.db.clone(),
+        unused,
+        tenantplane::worker::WorkerSettings::default(),
+        tenantplane::worker::WorkerMetrics::default(),
+    );
+    assert!(worker.write_status(&tcp).await.unwrap(), "the status was written");
+
+    let got = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}/control-planes/{id}"),
+            Some(&member),
+            None,
+        )
+        .await;
+    assert_eq!(got.status, StatusCode::OK, "{}", got.text);
+    assert_eq!(got.body["phase"], "Ready");
+    assert_eq!(
+        got.body["addons"],
+        json!({
+            "coreDNS": {"requested": true, "installed": true, "lastUpdate": "2026-12-01T10:00:05Z"},
+            "kubeProxy": {"requested": true, "installed": false, "lastUpdate": null},
+            "konnectivity": {"requested": true, "installed": false, "lastUpdate": null},
+            "ready": {"type": "AddonsReady", "status": "False", "reason": "AddonNotAvailable",
+                      "message": "kube-proxy is not in the tenant cluster yet",
+                      "lastTransitionTime": "2026-12-01T10:00:00Z", "observedGeneration": 1}
+        })
+    );
+    assert_eq!(
+        got.body["nodeJoin"],
+        json!({"ready": {"type": "NodeJoinReady", "status": "True", "reason": "JoinObjectsPresent",
+                         "message": "nodes can join", "lastTransitionTime": "2026-12-01T10:00:00Z",
+                         "observedGeneration": 1}})
+    );
+    assert_eq!(
+        got.body["status"]["addons"],
+        json!({"coreDNS": {"enabled": true, "checksum": "sha256:c0ffee", "lastUpdate": "2026-12-01T10:00:05Z"},
+               "kubeProxy": {"enabled": false}}),
+        "the raw status mirrors the TCP's status.addons as reported"
+    );
+    // The list shows the same representation.
+    let list = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            None,
+        )
+        .await;
+    assert_eq!(list.body["items"][0]["addons"], got.body["addons"]);
+    assert_eq!(list.body["items"][0]["nodeJoin"], got.body["nodeJoin"]);
 }

@@ -137,7 +137,10 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
         r#"query($t: String!) { controlPlanes(tenant: $t, version: "v1.33.2", status: "Pending", labels: []) { nodes {
             name spec { kubernetesVersion replicas serviceType port sizeClass offload
                         datastore { pool name labels { key } } addons { coreDNS kubeProxy konnectivity } labels { key } }
-            status { phase endpoint installedVersion observedGeneration conditions { type } raw }
+            status { phase endpoint installedVersion observedGeneration conditions { type } raw
+                     addons { coreDNS { installed lastUpdate } kubeProxy { installed lastUpdate }
+                              konnectivity { installed lastUpdate } ready { type status } }
+                     nodeJoin { ready { type status reason } } }
             conditions { type } endpoint
             placement { dataStore overrides { resource dataStore } }
             latestOperation { kind state error }
@@ -160,7 +163,11 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
                      "datastore": {"pool": null, "name": null, "labels": []},
                      "addons": {"coreDNS": true, "kubeProxy": true, "konnectivity": false}, "labels": []},
             "status": {"phase": "Pending", "endpoint": null, "installedVersion": null, "observedGeneration": null,
-                       "conditions": [], "raw": {}},
+                       "conditions": [], "raw": {},
+                       "addons": {"coreDNS": {"installed": false, "lastUpdate": null},
+                                  "kubeProxy": {"installed": false, "lastUpdate": null},
+                                  "konnectivity": {"installed": false, "lastUpdate": null}, "ready": null},
+                       "nodeJoin": {"ready": null}},
             "conditions": [], "endpoint": null,
             "placement": {"dataStore": "etcd-default", "overrides": []},
             "latestOperation": {"kind": "create", "state": "pending", "error": null},

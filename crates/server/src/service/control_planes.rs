@@ -8,8 +8,8 @@ use uuid::Uuid;
 use super::{
     Ctx, OnConflict, Result, ServiceError,
     model::{
-        Accepted, AuditEntry, ControlPlane, ControlPlanePage, CreateControlPlane, DataStorePreference,
-        Operation, Placement, PlacementOverride, UpdateControlPlane,
+        Accepted, AuditEntry, ControlPlane, ControlPlaneAddons, ControlPlanePage, CreateControlPlane,
+        DataStorePreference, NodeJoin, Operation, Placement, PlacementOverride, UpdateControlPlane,
     },
     tenant_for,
 };
@@ -122,7 +122,8 @@ pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
             name: row.datastore_name,
         },
         offload: row.offload,
-        addons: serde_json::from_value(row.addons).unwrap_or_default(),
+        addons: ControlPlaneAddons::observed(&row.addons, &row.status),
+        node_join: NodeJoin::observed(&row.status),
         labels: serde_json::from_value(row.labels).unwrap_or_default(),
         phase: row.phase,
         status: row.status,

@@ -217,8 +217,10 @@ pub struct ControlPlane {
     pub datastore: DataStorePreference,
     /// Offload mode.
     pub offload: String,
-    /// Addons.
-    pub addons: AddonsSpec,
+    /// Each addon as requested and as installed in the tenant cluster, and the `AddonsReady` condition.
+    pub addons: ControlPlaneAddons,
+    /// Whether nodes can join: the `NodeJoinReady` condition.
+    pub node_join: NodeJoin,
     /// Labels.
     pub labels: BTreeMap<String, String>,
     /// Observed phase: Pending, Provisioning, Ready, NotReady, Upgrading, Sleeping, Deleting, Failed.
@@ -240,6 +242,132 @@ impl ControlPlane {
     /// The ETag of this version of the resource.
     pub fn etag(&self) -> String {
         format!("\"{}\"", self.generation)
+    }
+}
+
+/// One addon of a control plane: what the tenant asked for and what the tenant cluster holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonState {
+    /// Asked for when the control plane was created (the create body's `addons.<addon>`).
+    pub requested: bool,
+    /// The addon's objects (workload, RBAC, configuration) are in the tenant cluster, as the controller
+    /// last reported (`status.addons.<addon>.enabled` of the TenantControlPlane); false until reported.
+    /// Its pods run once the tenant has nodes: `addons.ready` says when they are available.
+    pub installed: bool,
+    /// When the controller last wrote the addon's objects; null until it has.
+    pub last_update: Option<DateTime<Utc>>,
+}
+
+/// The addons of a control plane. `installed` is what runs, `requested` what was asked for: they
+/// differ while the controller catches up, and for addons it does not run yet (Konnectivity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneAddons {
+    /// CoreDNS.
+    #[serde(rename = "coreDNS")]
+    pub core_dns: AddonState,
+    /// kube-proxy.
+    pub kube_proxy: AddonState,
+    /// Konnectivity (not installed by the controller yet: `installed` stays false).
+    pub konnectivity: AddonState,
+    /// The `AddonsReady` condition: `True` when every requested addon is fully available in the tenant
+    /// cluster; null until the controller reports it.
+    pub ready: Option<Condition>,
+}
+
+/// Whether nodes can join a control plane (`kubeadm join`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeJoin {
+    /// The `NodeJoinReady` condition: `True` (reason `JoinObjectsPresent`) when kubeadm's bootstrap objects
+    /// are in the tenant cluster (cluster-info signed by every bootstrap token, kubeadm-config,
+    /// kubelet-config, the node-bootstrap RBAC); null until the controller reports it.
+    pub ready: Option<Condition>,
+}
+
+/// A status condition as the cluster reports it (`metav1.Condition`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Type, e.g. `AddonsReady`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    pub reason: Option<String>,
+    /// Human-readable message.
+    pub message: Option<String>,
+    /// Last transition (RFC 3339).
+    pub last_transition_time: Option<String>,
+    /// The generation the condition was set for.
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// The conditions of a mirrored status document (`status.conditions`), in order.
+    pub fn all_in(status: &serde_json::Value) -> Vec<Condition> {
+        let text = |c: &serde_json::Value, k: &str| c.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        status
+            .get("conditions")
+            .and_then(|c| c.as_array())
+            .map(|list| {
+                list.iter()
+                    .map(|c| Condition {
+                        type_: text(c, "type").unwrap_or_default(),
+                        status: text(c, "status").unwrap_or_default(),
+                        reason: text(c, "reason"),
+                        message: text(c, "message"),
+                        last_transition_time: text(c, "lastTransitionTime"),
+                        observed_generation: c.get("observedGeneration").and_then(|v| v.as_i64()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The condition `type_` of a mirrored status document, if reported.
+    pub fn find(status: &serde_json::Value, type_: &str) -> Option<Condition> {
+        Self::all_in(status).into_iter().find(|c| c.type_ == type_)
+    }
+}
+
+impl ControlPlaneAddons {
+    /// The addons as requested (a row's `addons`) and as installed (its mirrored `status.addons`), with
+    /// the `AddonsReady` condition. An addon the status does not name is not installed.
+    pub fn observed(requested: &serde_json::Value, status: &serde_json::Value) -> Self {
+        let spec: AddonsSpec = serde_json::from_value(requested.clone()).unwrap_or_default();
+        let state = |key: &str, requested: bool| {
+            let seen = status.get("addons").and_then(|a| a.get(key));
+            AddonState {
+                requested,
+                installed: seen
+                    .and_then(|s| s.get("enabled"))
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false),
+                last_update: seen
+                    .and_then(|s| s.get("lastUpdate"))
+                    .and_then(|v| v.as_str())
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+            }
+        };
+        Self {
+            core_dns: state("coreDNS", spec.core_dns),
+            kube_proxy: state("kubeProxy", spec.kube_proxy),
+            konnectivity: state("konnectivity", spec.konnectivity),
+            ready: Condition::find(status, "AddonsReady"),
+        }
+    }
+}
+
+impl NodeJoin {
+    /// From a mirrored status document.
+    pub fn observed(status: &serde_json::Value) -> Self {
+        Self {
+            ready: Condition::find(status, "NodeJoinReady"),
+        }
     }
 }
 

@@ -22,7 +22,9 @@ pub struct Observed {
     pub uid: String,
     /// Phase: see [`phase`].
     pub phase: String,
-    /// `control_planes.status`: `observedGeneration`, `conditions`, `endpoint`, `installedVersion`,
+    /// `control_planes.status`: `observedGeneration`, `conditions` (all of them, `AddonsReady` and
+    /// `NodeJoinReady` of the in-tenant phase too), `endpoint`, `installedVersion`, `addons` (the TCP's
+    /// `status.addons` as it is: `{coreDNS, kubeProxy}`, each `{enabled, checksum, lastUpdate}`),
     /// `dataStore` and `kubeconfigSecret` (`{namespace, name}`), each only when known.
     pub status: serde_json::Value,
 }
@@ -104,6 +106,11 @@ pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
     }
     if let Some(installed) = version.and_then(|v| v.version.clone()) {
         out.insert("installedVersion".into(), installed.into());
+    }
+    if let Some(addons) = &status.addons
+        && let Ok(addons) = serde_json::to_value(addons)
+    {
+        out.insert("addons".into(), addons);
     }
     if let Some(store) = status.storage.as_ref().and_then(|s| s.data_store_name.clone()) {
         out.insert("dataStore".into(), store.into());
@@ -192,6 +199,42 @@ mod tests {
             seen.status["kubeconfigSecret"],
             serde_json::json!({"namespace": "tp-acme", "name": "prod-admin-kubeconfig"})
         );
+    }
+
+    #[test]
+    fn the_in_tenant_phase_s_addons_and_conditions_are_mirrored_as_reported() {
+        let node_join = serde_json::json!({"type": "NodeJoinReady", "status": "True", "reason": "JoinObjectsPresent",
+            "message": "cluster-info is signed", "lastTransitionTime": "2026-12-01T00:00:00Z", "observedGeneration": 2});
+        let addons_ready = serde_json::json!({"type": "AddonsReady", "status": "False", "reason": "AddonNotAvailable",
+            "message": "kube-proxy: 0 of 1 available", "lastTransitionTime": "2026-12-01T00:00:01Z", "observedGeneration": 2});
+        let seen = observe(&tcp(serde_json::json!({
+            "conditions": [ready("True", 2), node_join.clone(), addons_ready.clone()],
+            "addons": {
+                "coreDNS": {"enabled": true, "checksum": "sha256:c0", "lastUpdate": "2026-12-01T00:00:02Z"},
+                "kubeProxy": {"enabled": false}
+            },
+            "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}
+        })))
+        .unwrap();
+        assert_eq!(
+            seen.status["addons"],
+            serde_json::json!({
+                "coreDNS": {"enabled": true, "checksum": "sha256:c0", "lastUpdate": "2026-12-01T00:00:02Z"},
+                "kubeProxy": {"enabled": false}
+            })
+        );
+        let types: Vec<&str> = seen.status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["Ready", "NodeJoinReady", "AddonsReady"]);
+        assert_eq!(seen.status["conditions"][1], node_join);
+        assert_eq!(seen.status["conditions"][2], addons_ready);
+        // No addons in the status: nothing mirrored, so the API reports none installed.
+        let bare = observe(&tcp(serde_json::json!({"conditions": [ready("True", 2)]}))).unwrap();
+        assert_eq!(bare.status.get("addons"), None);
     }
 
     #[test]

@@ -209,7 +209,7 @@ pub struct DataStorePreference {
     pub name: Option<String>,
 }
 
-/// Addons of the tenant cluster.
+/// Addons the tenant asked for (what runs is `status.addons`).
 #[derive(SimpleObject, Clone, Debug)]
 pub struct Addons {
     /// CoreDNS.
@@ -239,24 +239,77 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
+impl From<model::Condition> for Condition {
+    fn from(c: model::Condition) -> Self {
+        Self {
+            type_: c.type_,
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+            last_transition_time: c.last_transition_time,
+            observed_generation: c.observed_generation,
+        }
+    }
+}
+
 fn conditions(status: &serde_json::Value) -> Vec<Condition> {
-    let text = |c: &serde_json::Value, k: &str| c.get(k).and_then(|v| v.as_str()).map(str::to_string);
-    status
-        .get("conditions")
-        .and_then(|c| c.as_array())
-        .map(|list| {
-            list.iter()
-                .map(|c| Condition {
-                    type_: text(c, "type").unwrap_or_default(),
-                    status: text(c, "status").unwrap_or_default(),
-                    reason: text(c, "reason"),
-                    message: text(c, "message"),
-                    last_transition_time: text(c, "lastTransitionTime"),
-                    observed_generation: c.get("observedGeneration").and_then(|v| v.as_i64()),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    model::Condition::all_in(status)
+        .into_iter()
+        .map(Into::into)
+        .collect()
+}
+
+/// One addon as the tenant cluster holds it.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct AddonStatus {
+    /// The addon's objects (workload, RBAC, configuration) are in the tenant cluster, as the controller
+    /// last reported; false until reported. Its pods run once the tenant has nodes (see `ready`).
+    pub installed: bool,
+    /// When the controller last wrote the addon's objects.
+    pub last_update: Option<DateTime<Utc>>,
+}
+
+impl From<&model::AddonState> for AddonStatus {
+    fn from(a: &model::AddonState) -> Self {
+        Self {
+            installed: a.installed,
+            last_update: a.last_update,
+        }
+    }
+}
+
+/// The addons as they run in the tenant cluster (what was asked for is `spec.addons`).
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct AddonsStatus {
+    /// CoreDNS.
+    #[graphql(name = "coreDNS")]
+    pub core_dns: AddonStatus,
+    /// kube-proxy.
+    pub kube_proxy: AddonStatus,
+    /// Konnectivity (not installed by the controller yet).
+    pub konnectivity: AddonStatus,
+    /// The `AddonsReady` condition: `True` when every requested addon is fully available; null until
+    /// reported.
+    pub ready: Option<Condition>,
+}
+
+impl From<&model::ControlPlaneAddons> for AddonsStatus {
+    fn from(a: &model::ControlPlaneAddons) -> Self {
+        Self {
+            core_dns: (&a.core_dns).into(),
+            kube_proxy: (&a.kube_proxy).into(),
+            konnectivity: (&a.konnectivity).into(),
+            ready: a.ready.clone().map(Into::into),
+        }
+    }
+}
+
+/// Whether nodes can join (`kubeadm join`).
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct NodeJoinStatus {
+    /// The `NodeJoinReady` condition: `True` (reason `JoinObjectsPresent`) when kubeadm's bootstrap objects
+    /// are in the tenant cluster; null until reported.
+    pub ready: Option<Condition>,
 }
 
 /// What the cluster reports.
@@ -272,6 +325,10 @@ pub struct ControlPlaneStatus {
     pub observed_generation: Option<i64>,
     /// Conditions.
     pub conditions: Vec<Condition>,
+    /// The addons as they run in the tenant cluster, and `AddonsReady`.
+    pub addons: AddonsStatus,
+    /// Whether nodes can join: `NodeJoinReady`.
+    pub node_join: NodeJoinStatus,
     /// The whole status document.
     pub raw: Json<serde_json::Value>,
 }
@@ -391,9 +448,9 @@ impl ControlPlane {
             },
             offload: cp.offload.clone(),
             addons: Addons {
-                core_dns: cp.addons.core_dns,
-                kube_proxy: cp.addons.kube_proxy,
-                konnectivity: cp.addons.konnectivity,
+                core_dns: cp.addons.core_dns.requested,
+                kube_proxy: cp.addons.kube_proxy.requested,
+                konnectivity: cp.addons.konnectivity.requested,
             },
             labels: labels(&cp.labels),
         }
@@ -414,6 +471,10 @@ impl ControlPlane {
                 .map(str::to_string),
             observed_generation: s.get("observedGeneration").and_then(|v| v.as_i64()),
             conditions: conditions(s),
+            addons: (&self.cp.addons).into(),
+            node_join: NodeJoinStatus {
+                ready: self.cp.node_join.ready.clone().map(Into::into),
+            },
             raw: Json(s.clone()),
         }
     }
