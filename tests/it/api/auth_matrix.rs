@@ -66,6 +66,21 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
             Tenant(Role::TenantMember),
         ),
         (
+            ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens"),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
+            ("GET", "/tenants/{tenant}/control-planes/{id}/join-tokens"),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
+            (
+                "DELETE",
+                "/tenants/{tenant}/control-planes/{id}/join-tokens/{tokenId}",
+            ),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
             ("GET", "/tenants/{tenant}/operations/{id}"),
             Tenant(Role::TenantViewer),
         ),
@@ -264,6 +279,7 @@ fn concrete(f: &Fixture, template: &str) -> String {
             .replace("{tenant}", &f.slug)
             .replace("{id}", id)
             .replace("{token}", &f.token_id)
+            .replace("{tokenId}", "abc123")
             .replace("{name}", name)
     )
 }
@@ -278,6 +294,9 @@ fn body(method: &str, template: &str) -> Option<Value> {
             Some(json!({"name": super::super::support::unique("cp"), "kubernetesVersion": "v1.33.2"}))
         }
         ("PATCH", _) => Some(json!({"replicas": 1})),
+        ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens") => {
+            Some(json!({"ttlSeconds": 600, "description": "matrix"}))
+        }
         ("POST", "/pools") => Some(json!({"name": super::super::support::unique("pool")})),
         ("POST", "/datastores") => Some(datastore_body(&super::super::support::unique("ds"))),
         ("POST", "/placements:simulate") => Some(json!({"sizeClass": "small"})),

@@ -4,6 +4,7 @@ pub mod auth_matrix;
 mod control_planes;
 mod errors;
 mod external_issuers;
+mod join_tokens;
 mod placement;
 mod tokens;
 mod unsatisfiable;

@@ -5,6 +5,7 @@
 //! other. Tokens are minted through the API, as a tenant would.
 
 mod etcd;
+mod join_tokens;
 mod kine;
 mod lifecycle;
 mod node_join;

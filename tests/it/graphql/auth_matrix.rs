@@ -42,6 +42,13 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
                 r#"{ node(id: "$CP") { id ... on ControlPlane { name controlPlaneId } } }"#,
             ),
         ),
+        (
+            "Query.joinTokens",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"{ joinTokens(tenant: "$T", controlPlane: "$CP") { id expiresAt } }"#,
+            ),
+        ),
         ("Query.dataStores", (Platform, "{ dataStores { name usedBy } }")),
         ("Query.pools", (Platform, "{ pools { name usedBy } }")),
         (
@@ -77,6 +84,20 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
             (
                 Tenant(Role::TenantAdmin),
                 r#"mutation { revokeToken(input: {tenant: "$T", tokenId: "$TOKEN"}) { token { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.createJoinToken",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"mutation { createJoinToken(input: {tenant: "$T", controlPlane: "$CP", ttlSeconds: 600}) { joinToken { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.revokeJoinToken",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"mutation { revokeJoinToken(input: {tenant: "$T", controlPlane: "$CP", tokenId: "abc123"}) { tokenId userErrors { message } } }"#,
             ),
         ),
         (

@@ -284,3 +284,94 @@ async fn inputs_the_cluster_cannot_satisfy_are_user_errors_naming_the_field() {
                 "message": "6443 is outside the cluster's NodePort range 30000-32767: a NodePort control plane serves on its node port, so pick a port in that range"}])
     );
 }
+
+const CREATE_JOIN_TOKEN: &str = "mutation($input: CreateJoinTokenInput!) { createJoinToken(input: $input) {
+    joinToken { id token joinCommand } userErrors { field message code } } }";
+
+#[tokio::test]
+async fn join_token_mutations_name_the_field_refuse_members_and_wait_for_a_served_control_plane() {
+    let app = spawn_app().await;
+    let slug = app.tenant("gq-join").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let id = app.control_plane(&slug, &member, "nodes").await["controlPlane"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gid = control_plane_gid(&slug, &id);
+    let create = |token: String, input: Value| {
+        let app = &app;
+        async move { gql(app, Some(&token), CREATE_JOIN_TOKEN, json!({"input": input})).await }
+    };
+
+    // Field errors as data, named as in the input (and as in REST).
+    let a = create(
+        admin.clone(),
+        json!({"tenant": slug, "controlPlane": gid, "ttlSeconds": 0, "description": "x".repeat(257)}),
+    )
+    .await;
+    assert_eq!(
+        a.body,
+        json!({"data": {"createJoinToken": {"joinToken": null, "userErrors": [
+            {"field": "ttlSeconds", "message": "must be between 1 and 604800 seconds (7 days)", "code": "INVALID"},
+            {"field": "description", "message": "must be at most 256 characters", "code": "INVALID"}]}}}),
+        "{}",
+        a.text
+    );
+    // Not served yet: a conflict, as REST's 409; the database id works as well as the global id.
+    let a = create(
+        admin.clone(),
+        json!({"tenant": slug, "controlPlane": id, "ttlSeconds": 600}),
+    )
+    .await;
+    assert_eq!(
+        a.body["data"]["createJoinToken"]["userErrors"],
+        json!([{"field": null, "code": "CONFLICT",
+                "message": "the control plane is Pending, not Ready yet: nodes cannot join it yet"}]),
+        "{}",
+        a.text
+    );
+    // A member is refused; another tenant's global id is not found.
+    let a = create(member.clone(), json!({"tenant": slug, "controlPlane": gid})).await;
+    assert_eq!(a.body["data"], Value::Null, "{}", a.text);
+    assert_eq!(
+        a.body["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{}",
+        a.text
+    );
+    let other = app.tenant("gq-join-other").await;
+    let a = create(admin.clone(), json!({"tenant": other, "controlPlane": gid})).await;
+    assert_eq!(
+        a.body["errors"][0]["extensions"]["code"], "NOT_FOUND",
+        "{}",
+        a.text
+    );
+
+    // The list is empty; revoking an unknown token is not found.
+    let listed = data(
+        &app,
+        &admin,
+        "query($t: String!, $cp: ID!) { joinTokens(tenant: $t, controlPlane: $cp) { id description expiresAt createdAt } }",
+        json!({"t": slug, "cp": gid}),
+    )
+    .await;
+    assert_eq!(listed, json!({"joinTokens": []}));
+    let a = gql(
+        &app,
+        Some(&admin),
+        "mutation($t: String!, $cp: ID!) { revokeJoinToken(input: {tenant: $t, controlPlane: $cp, tokenId: \"abc123\"}) { tokenId userErrors { field } } }",
+        json!({"t": slug, "cp": gid}),
+    )
+    .await;
+    assert_eq!(a.body["data"], Value::Null, "{}", a.text);
+    assert_eq!(
+        a.body["errors"][0]["extensions"]["code"], "NOT_FOUND",
+        "{}",
+        a.text
+    );
+    assert_eq!(
+        a.body["errors"][0]["message"], "join token not found",
+        "{}",
+        a.text
+    );
+}

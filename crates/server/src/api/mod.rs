@@ -170,7 +170,7 @@ impl Modify for BearerAuth {
     servers((url = "/api/v1")),
     modifiers(&BearerAuth),
     components(schemas(error::Problem)),
-    tags((name = "tenants"), (name = "tokens"), (name = "control-planes"), (name = "datastores"), (name = "auth"))
+    tags((name = "tenants"), (name = "tokens"), (name = "control-planes"), (name = "join-tokens"), (name = "datastores"), (name = "auth"))
 )]
 pub struct ApiDoc;
 
@@ -190,6 +190,8 @@ pub fn api_v1() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             rest::delete_control_plane
         ))
         .routes(routes!(rest::kubeconfig))
+        .routes(routes!(rest::create_join_token, rest::list_join_tokens))
+        .routes(routes!(rest::revoke_join_token))
         .routes(routes!(rest::get_operation))
         .routes(routes!(rest::create_pool, rest::list_pools))
         .routes(routes!(rest::get_pool))

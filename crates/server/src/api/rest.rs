@@ -22,9 +22,9 @@ use crate::{
         control_planes::ListFilter,
         idempotency,
         model::{
-            Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreatePool,
-            CreateTenant, DataStore, MintToken, MintedToken, Operation, Pool, Tenant, Token,
-            UpdateControlPlane, Viewer,
+            Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreateJoinToken,
+            CreatePool, CreateTenant, CreatedJoinToken, DataStore, JoinTokenList, MintToken, MintedToken,
+            Operation, Pool, Tenant, Token, UpdateControlPlane, Viewer,
         },
         placement::{DrainMove, SimulateRequest},
     },
@@ -387,6 +387,107 @@ pub async fn kubeconfig(
         &rid,
     )?;
     Ok(([(header::CONTENT_TYPE, "application/yaml")], content).into_response())
+}
+
+/// Creates a node join token (tenant admin): a kubeadm bootstrap token in the control plane's tenant
+/// cluster (`kube-system/bootstrap-token-<id>`, usages authentication and signing, group
+/// `system:bootstrappers:kubeadm:default-node-token`), recorded without its secret half.
+///
+/// The answer comes once the token is usable: the tenant's bootstrapsigner has signed
+/// `kube-public/cluster-info` with it and the tenant API server authenticates it, so `joinCommand` works
+/// at once. If that does not happen within 10 seconds, the Secret is deleted again and the answer is
+/// 503 with `Retry-After` (nothing is left behind; retry). 409 until the control plane has served (as
+/// for its kubeconfig). The token is shown only in this answer (`Cache-Control: no-store`);
+/// `Idempotency-Key` is not supported here, because a replay would have to store the secret: a retried
+/// request makes another token.
+#[utoipa::path(post, path = "/tenants/{tenant}/control-planes/{id}/join-tokens", tag = "join-tokens", security(("bearer" = [])),
+    request_body = CreateJoinToken,
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    responses((status = 201, description = "Created and usable; the only time the token is shown", body = CreatedJoinToken),
+              (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The control plane has not served yet", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem),
+              (status = 503, description = "The tenant cluster did not answer or did not make the token usable in time; nothing was created, retry after `Retry-After` seconds", body = Problem)))]
+pub async fn create_join_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+    body: JsonBody<CreateJoinToken>,
+) -> ApiResult<Response> {
+    let created = with_request_id(
+        service::join_tokens::create(
+            &state.ctx,
+            state.kube.as_ref(),
+            &auth.0,
+            &tenant,
+            &id,
+            body.value,
+            rid.0.as_deref(),
+        )
+        .await,
+        &rid,
+    )?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(created),
+    )
+        .into_response())
+}
+
+/// The control plane's node join tokens that are neither revoked nor expired, oldest first (tenant
+/// admin): never their secret half. Read from Tenantplane's record, so it answers while the tenant
+/// cluster sleeps; a token's Secret deleted in the tenant cluster by other means stays listed until it
+/// expires or is revoked here.
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/join-tokens", tag = "join-tokens", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    responses((status = 200, description = "OK", body = JoinTokenList), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn list_join_tokens(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Json<JoinTokenList>> {
+    with_request_id(
+        service::join_tokens::list(&state.ctx, &auth.0, &tenant, &id).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Revokes a node join token (tenant admin): deletes its Secret in the tenant cluster (the API server
+/// stops authenticating it) and waits up to 10 seconds for its signature to leave `cluster-info`, so
+/// `kubeadm join` with it fails once this answers. 404 for an unknown or already revoked token; an
+/// expired one is still removed.
+#[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}/join-tokens/{tokenId}", tag = "join-tokens", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+           ("tokenId" = String, Path, description = "The token's public id (the part before the dot)")),
+    responses((status = 204, description = "Revoked"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The control plane has not served yet", body = Problem),
+              (status = 503, description = "The tenant cluster did not answer; nothing was changed, retry after `Retry-After` seconds", body = Problem)))]
+pub async fn revoke_join_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id, token_id)): Path<(String, String, String)>,
+) -> ApiResult<StatusCode> {
+    with_request_id(
+        service::join_tokens::revoke(
+            &state.ctx,
+            state.kube.as_ref(),
+            &auth.0,
+            &tenant,
+            &id,
+            &token_id,
+            rid.0.as_deref(),
+        )
+        .await,
+        &rid,
+    )?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// One operation.

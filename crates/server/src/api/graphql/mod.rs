@@ -240,6 +240,22 @@ struct Caller(Principal);
 #[derive(Debug, Clone)]
 struct RequestIdData(Option<String>);
 
+/// The management-cluster client of the server, when it has one (join tokens reach tenant clusters
+/// through it).
+#[derive(Clone)]
+struct Cluster(Option<kube::Client>);
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Cluster").field(&self.0.is_some()).finish()
+    }
+}
+
+/// The management-cluster client, for resolvers.
+fn cluster<'a>(ctx: &'a async_graphql::Context<'_>) -> Option<&'a kube::Client> {
+    ctx.data_opt::<Cluster>().and_then(|c| c.0.as_ref())
+}
+
 /// Set by a subscription whose subscriber fell behind; the connection then closes with
 /// [`CLOSE_SLOW_CONSUMER`].
 #[derive(Debug, Clone)]
@@ -247,14 +263,16 @@ struct SlowConsumer(Arc<Notify>);
 
 /// The schema with its limits and shared data.
 pub fn schema(ctx: Ctx, settings: &GraphqlSettings) -> AppSchema {
-    schema_with(ctx, settings, Hub::new(settings.subscription_buffer))
+    schema_with(ctx, settings, Hub::new(settings.subscription_buffer), None)
 }
 
-/// The schema, with the event hub its subscriptions (and WebSocket revocation checks) share.
-fn schema_with(ctx: Ctx, settings: &GraphqlSettings, hub: Hub) -> AppSchema {
+/// The schema, with the event hub its subscriptions (and WebSocket revocation checks) share and the
+/// management-cluster client.
+fn schema_with(ctx: Ctx, settings: &GraphqlSettings, hub: Hub, kube: Option<kube::Client>) -> AppSchema {
     let builder = Schema::build(Query, Mutation, Subscription)
         .data(ctx)
         .data(hub)
+        .data(Cluster(kube))
         .limit_depth(MAX_DEPTH)
         .limit_complexity(settings.max_complexity);
     if settings.introspection {
@@ -342,7 +360,7 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 /// upgrade starts a subscription connection.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let hub = Hub::new(state.graphql.subscription_buffer);
-    let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone());
+    let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone(), state.kube.clone());
     Router::new()
         .route("/graphql", get(get_graphql).post(post_graphql))
         .layer(Extension(schema))

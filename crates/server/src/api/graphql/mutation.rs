@@ -7,14 +7,16 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::{
-    caller, gql_error, request_id,
-    types::{self, ControlPlane, GqlRole, LabelInput, Operation, Token, UserError, UserErrorCode},
+    caller, cluster, gql_error, request_id,
+    types::{
+        self, ControlPlane, CreatedJoinToken, GqlRole, LabelInput, Operation, Token, UserError, UserErrorCode,
+    },
 };
 use crate::{
     domain::FieldError,
     service::{
         self, ServiceError,
-        model::{Accepted, CreateControlPlane, MintToken, UpdateControlPlane},
+        model::{Accepted, CreateControlPlane, CreateJoinToken, MintToken, UpdateControlPlane},
     },
 };
 
@@ -163,6 +165,58 @@ pub struct RevokeTokenInput {
     pub tenant: String,
     /// The token's id (`jti`).
     pub token_id: Uuid,
+}
+
+/// A new node join token for a control plane (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct CreateJoinTokenInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The control plane: its global id (`ControlPlane.id`) or its database id (`controlPlaneId`).
+    pub control_plane: ID,
+    /// Lifetime in seconds, 1 to 604800 (7 days); default 86400.
+    pub ttl_seconds: Option<i64>,
+    /// What the token is for: at most 256 characters, no control characters.
+    pub description: Option<String>,
+}
+
+/// Revokes a node join token (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct RevokeJoinTokenInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The control plane: its global id or its database id.
+    pub control_plane: ID,
+    /// The token's public id (the part before the dot).
+    pub token_id: String,
+}
+
+/// The result of `createJoinToken`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct CreateJoinTokenPayload {
+    /// The token, usable now: its secret half is shown only here, once.
+    pub join_token: Option<CreatedJoinToken>,
+    /// Why nothing was created.
+    pub user_errors: Vec<UserError>,
+}
+
+/// The result of `revokeJoinToken`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct RevokeJoinTokenPayload {
+    /// The id of the token now revoked.
+    pub token_id: Option<String>,
+    /// Why nothing changed.
+    pub user_errors: Vec<UserError>,
+}
+
+/// The database id of the control plane `id` names in `tenant`: a control plane's global id (of that
+/// tenant) or its database id; another tenant's global id is not found.
+pub(super) fn control_plane_in(tenant: &str, id: &ID) -> Result<String> {
+    match types::control_plane_key(id) {
+        Some((slug, uuid)) if slug == tenant => Ok(uuid),
+        Some(_) => Err(gql_error(ServiceError::NotFound("control plane"))),
+        None => Ok(id.to_string()),
+    }
 }
 
 /// The result of a control-plane mutation.
@@ -357,6 +411,68 @@ impl Mutation {
                 user_errors: Vec::new(),
             }),
             Err(err) => Ok(MintTokenPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Creates a node join token (a kubeadm bootstrap token) in a control plane's tenant cluster
+    /// (tenant-admin). It is usable when the mutation answers: the tenant's cluster-info is signed with it
+    /// and its API server authenticates it; otherwise nothing is created and the error is `UNAVAILABLE`
+    /// (retry). The token is in the payload, once.
+    async fn create_join_token(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateJoinTokenInput,
+    ) -> Result<CreateJoinTokenPayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let id = control_plane_in(&input.tenant, &input.control_plane)?;
+        let body = CreateJoinToken {
+            ttl_seconds: input.ttl_seconds,
+            description: input.description,
+        };
+        match service::join_tokens::create(c, cluster(ctx), who, &input.tenant, &id, body, rid.as_deref())
+            .await
+        {
+            Ok(created) => Ok(CreateJoinTokenPayload {
+                join_token: Some(created.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(CreateJoinTokenPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Revokes a node join token (tenant-admin): its Secret leaves the tenant cluster and its signature
+    /// leaves cluster-info; an unknown or already revoked token is `NOT_FOUND`.
+    async fn revoke_join_token(
+        &self,
+        ctx: &Context<'_>,
+        input: RevokeJoinTokenInput,
+    ) -> Result<RevokeJoinTokenPayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let id = control_plane_in(&input.tenant, &input.control_plane)?;
+        let revoked = service::join_tokens::revoke(
+            c,
+            cluster(ctx),
+            who,
+            &input.tenant,
+            &id,
+            &input.token_id,
+            rid.as_deref(),
+        )
+        .await;
+        match revoked {
+            Ok(()) => Ok(RevokeJoinTokenPayload {
+                token_id: Some(input.token_id),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(RevokeJoinTokenPayload {
                 user_errors: user_errors(err)?,
                 ..Default::default()
             }),

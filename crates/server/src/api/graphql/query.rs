@@ -5,8 +5,8 @@ use async_graphql::{Context, ID, Object, Result};
 use super::{
     caller,
     types::{
-        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, Node, PageInfo, Pool,
-        Tenant, Viewer,
+        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, JoinToken, Node, PageInfo,
+        Pool, Tenant, Viewer,
     },
 };
 use crate::service::{self, ServiceError, control_planes::ListFilter};
@@ -118,6 +118,25 @@ impl Query {
             Err(ServiceError::NotFound(_)) => Ok(None),
             Err(e) => Err(super::gql_error(e)),
         }
+    }
+
+    /// The live (neither revoked nor expired) node join tokens of a control plane, oldest first
+    /// (tenant-admin): never their secret half. `controlPlane` is its global id or its database id.
+    async fn join_tokens(
+        &self,
+        ctx: &Context<'_>,
+        tenant: String,
+        control_plane: ID,
+    ) -> Result<Vec<JoinToken>> {
+        let (c, who) = caller(ctx)?;
+        let id = super::mutation::control_plane_in(&tenant, &control_plane)?;
+        Ok(service::join_tokens::list(c, who, &tenant, &id)
+            .await
+            .map_err(super::gql_error)?
+            .items
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     /// Every DataStore (platform admin).

@@ -734,3 +734,73 @@ pub struct ControlPlaneEvent {
     /// The control plane after the change.
     pub control_plane: ControlPlane,
 }
+
+/// A node join token's record: never its secret half.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct JoinToken {
+    /// The token's public id (`[a-z0-9]{6}`, the part before the dot).
+    pub id: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Expiry: the tenant cluster refuses the token from then on.
+    pub expires_at: DateTime<Utc>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<model::JoinToken> for JoinToken {
+    fn from(t: model::JoinToken) -> Self {
+        Self {
+            id: t.id,
+            description: t.description,
+            expires_at: t.expires_at,
+            created_at: t.created_at,
+        }
+    }
+}
+
+/// A new join token: the only time its secret half is shown. It is usable when the mutation answers.
+#[derive(SimpleObject, Clone)]
+pub struct CreatedJoinToken {
+    /// The token's public id (`[a-z0-9]{6}`).
+    pub id: String,
+    /// The bootstrap token, `<id>.<secret>`: shown only here, once.
+    pub token: String,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Description.
+    pub description: Option<String>,
+    /// `host:port` of the control plane's API server.
+    pub endpoint: String,
+    /// `sha256:<hex>` of the tenant CA's SubjectPublicKeyInfo: kubeadm's `--discovery-token-ca-cert-hash`.
+    pub discovery_token_ca_cert_hash: String,
+    /// `kubeadm join <endpoint> --token <token> --discovery-token-ca-cert-hash <hash>`.
+    pub join_command: String,
+}
+
+/// Redacts the secret half.
+impl std::fmt::Debug for CreatedJoinToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedJoinToken")
+            .field("id", &self.id)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<model::CreatedJoinToken> for CreatedJoinToken {
+    fn from(t: model::CreatedJoinToken) -> Self {
+        Self {
+            id: t.id,
+            token: t.token,
+            expires_at: t.expires_at,
+            created_at: t.created_at,
+            description: t.description,
+            endpoint: t.endpoint,
+            discovery_token_ca_cert_hash: t.discovery_token_ca_cert_hash,
+            join_command: t.join_command,
+        }
+    }
+}
