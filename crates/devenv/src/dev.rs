@@ -54,7 +54,7 @@ pub struct DevStack {
     pub admin_token: String,
     /// A tenant-member token of the demo tenant.
     pub demo_token: String,
-    /// A tenant-admin token of the demo tenant (not printed; deletes need it).
+    /// A tenant-admin token of the demo tenant (printed only in the join-token curl; deletes need it).
     pub demo_admin_token: String,
     /// The Kubernetes version the cached binaries run.
     pub kube_version: String,
@@ -398,6 +398,22 @@ impl DevStack {
         )
     }
 
+    /// The banner's lines on joining a node: a join token through the API (tenant admin), then a hollow
+    /// node from its `joinCommand`; when kubemark is not built (`make run` skips it), how to build it.
+    pub fn join_lines(&self) -> String {
+        let build = if assets::binary("kubemark").is_ok() {
+            String::new()
+        } else {
+            "  (kubemark is not built yet: TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build)\n".into()
+        };
+        format!(
+            "Join a node, once Ready (a join token as tenant admin, then a hollow kubelet with its joinCommand):\n  \
+             curl -sX POST {}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/join-tokens -H 'authorization: Bearer {}' -H 'content-type: application/json' -d '{{}}'\n  \
+             cargo run --release -p tenantplane-devenv --bin tenantplane-dev -- join '<joinCommand>'\n{build}",
+            self.url, self.demo_admin_token,
+        )
+    }
+
     /// What `make run` prints. Its last line is `Scratch directory: …`.
     pub fn banner(&self) -> String {
         let u = &self.url;
@@ -430,6 +446,7 @@ impl DevStack {
              Create a control plane:\n  {}\n\
              Watch it: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes -H 'authorization: Bearer {}'\n\
              Its kubeconfig, once Ready: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}'\n\
+             {}\
              Management cluster (admin): KUBECONFIG={} {kubectl} get tcp -A\n\
              Scratch directory: {} (removed on Ctrl-C)\n",
             self.admin_token,
@@ -437,6 +454,7 @@ impl DevStack {
             self.create_command(),
             self.demo_token,
             self.demo_token,
+            self.join_lines(),
             word(self._kube.kubeconfig_path()),
             self.dir.display(),
         )

@@ -1,5 +1,6 @@
-//! `tenantplane-dev`: the development tools of one machine, `up` (the stack `make run` starts) and `runner`
-//! (the pod-less runner against any management cluster). Not part of the production binary.
+//! `tenantplane-dev`: the development tools of one machine, `up` (the stack `make run` starts), `runner`
+//! (the pod-less runner against any management cluster) and `join` (a hollow node joins a tenant cluster
+//! with a `kubeadm join` command). Not part of the production binary.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -22,6 +23,30 @@ enum Command {
     Runner(RunnerArgs),
     /// Start PostgreSQL, etcd, kube-apiserver and Tenantplane with the runner; print URLs and tokens.
     Up(UpArgs),
+    /// Join a hollow node (kubemark's kubelet) to a tenant cluster with a `kubeadm join` command; runs
+    /// until Ctrl-C.
+    Join(JoinArgs),
+}
+
+/// `tenantplane-dev join`.
+#[derive(Debug, clap::Args)]
+struct JoinArgs {
+    /// The whole `kubeadm join <host:port> --token <id>.<secret> --discovery-token-ca-cert-hash sha256:<hex>`
+    /// command, as one (quoted) argument.
+    command: String,
+    /// The node's name (default: the command's `--node-name`, else `hollow-<random>`).
+    #[arg(long)]
+    name: Option<String>,
+    /// Directory for the node's files (default: a scratch directory, removed at the end).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// A kubeconfig of the tenant cluster that may delete Nodes, to delete the Node at the end (the
+    /// node's own credentials may not).
+    #[arg(long)]
+    tenant_kubeconfig: Option<std::path::PathBuf>,
+    /// Seconds that discovery, and then the way to Ready, may each take.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
 }
 
 /// `tenantplane-dev runner`.
@@ -54,6 +79,7 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Runner(args) => runner(args).await,
         Command::Up(args) => up(args).await,
+        Command::Join(args) => join(args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -99,4 +125,17 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     stack.stop().await;
     eprintln!("[dev up] stopped; nothing left running");
     Ok(())
+}
+
+/// `tenantplane-dev join`.
+async fn join(args: JoinArgs) -> anyhow::Result<()> {
+    use tenantplane_devenv::localenv::node::session;
+    session::join(session::JoinOptions {
+        command: args.command,
+        name: args.name,
+        dir: args.dir,
+        tenant_kubeconfig: args.tenant_kubeconfig,
+        timeout: std::time::Duration::from_secs(args.timeout),
+    })
+    .await
 }

@@ -2,11 +2,12 @@
 //! ([`command`]), kubeadm's token discovery runs for real against the tenant ([`discovery`]: the
 //! cluster-info signature is checked with the token, the CA against the pinned hash), and a hollow
 //! kubelet (kubemark `--morph=kubelet`) does the kubelet's TLS bootstrap from nothing but the discovered
-//! bootstrap kubeconfig ([`hollow`]).
+//! bootstrap kubeconfig ([`hollow`]). [`session`] is `tenantplane-dev join`.
 
 pub mod command;
 pub mod discovery;
 pub mod hollow;
+pub mod session;
 
 pub use command::{JoinCommand, Token};
 pub use discovery::{Bootstrap, bootstrap_kubeconfig, ca_cert_hash, discover, discover_with};
