@@ -9,6 +9,7 @@ mod join_tokens;
 mod kine;
 mod lifecycle;
 mod node_join;
+mod nodes;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 

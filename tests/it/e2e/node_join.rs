@@ -211,6 +211,59 @@ async fn kubeadm_discovery_passes_with_a_signed_token_and_the_join_objects_are_k
     );
     node_join(&tcps, "join", "True", "JoinObjectsPresent").await;
 
+    // The addons of the API's default (CoreDNS, kube-proxy) are installed, and reported as such; with no
+    // node they do not run, and AddonsReady says so.
+    let expected = (
+        "False".to_string(),
+        "AddonsNotAvailable".to_string(),
+        "CoreDNS: 0/2 replicas available; kube-proxy: available on 0/0 nodes".to_string(),
+    );
+    let mut last = None;
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        let tcp = tcps.get("join").await.unwrap();
+        let addons = tcp
+            .status
+            .as_ref()
+            .and_then(|s| s.addons.clone())
+            .unwrap_or_default();
+        let installed =
+            addons.core_dns.is_some_and(|a| a.enabled) && addons.kube_proxy.is_some_and(|a| a.enabled);
+        last = Some((installed, condition(&tcp, "AddonsReady")));
+        if last == Some((true, Some(expected.clone()))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        last,
+        Some((true, Some(expected))),
+        "addons installed, AddonsReady"
+    );
+    let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(tenant.clone(), "kube-system");
+    let kube_dns = connected(|| services.get("kube-dns")).await.unwrap();
+    assert_eq!(kube_dns.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.10"));
+    let proxy = config_map(&tenant, "kube-system", "kube-proxy", |_| true).await;
+    assert!(
+        data(&proxy, "kubeconfig.conf")
+            .unwrap()
+            .contains(&format!("server: https://{endpoint}\n"))
+    );
+    let deployments =
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(tenant.clone(), "kube-system");
+    connected(|| deployments.delete("coredns", &delete))
+        .await
+        .unwrap();
+    eventually("the CoreDNS Deployment back", WAIT, || async {
+        connected(|| deployments.get_opt("coredns"))
+            .await
+            .ok()?
+            .filter(|d| d.metadata.deletion_timestamp.is_none())
+    })
+    .await;
+    let note = "Deployment kube-system/coredns in the tenant cluster was deleted; created again";
+    restored_event(&stack.kube, &ns, "join", "TenantObjectRecreated", note).await;
+
     // A CA hash that is not the tenant's is refused.
     let wrong = format!("sha256:{}", "0".repeat(64));
     let (ok, out) = kubeadm_preflight(&dir, &endpoint, &token, &wrong);
@@ -281,6 +334,32 @@ async fn kubeadm_discovery_passes_with_a_signed_token_and_the_join_objects_are_k
     );
     let kept = config_map(&tenant, "kube-system", "kubelet-config", |_| true).await;
     assert_eq!(data(&kept, "kubelet"), data(&patched, "kubelet"));
+
+    // An addon taken out of the spec is removed from the tenant, and reported as not installed.
+    let patch = json!({"spec": {"addons": {"kubeProxy": null}}});
+    tcps.patch("join", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let daemon_sets = Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(tenant.clone(), "kube-system");
+    eventually("kube-proxy gone", WAIT, || async {
+        connected(|| daemon_sets.get_opt("kube-proxy"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        connected(|| system.get_opt("kube-proxy"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    eventually("kube-proxy reported as not installed", WAIT, || async {
+        let tcp = tcps.get("join").await.ok()?;
+        (!tcp.status?.addons?.kube_proxy?.enabled).then_some(())
+    })
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
     stack.stop().await;
 }

@@ -3,7 +3,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment},
+    core::v1::{ConfigMap, Secret},
+};
 use kube::{
     Api, ResourceExt as _,
     api::{DynamicObject, ListParams},
@@ -11,9 +14,10 @@ use kube::{
 };
 
 use super::build::{
-    KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey,
+    KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey, PHASE_LABEL,
     bootstrap_token::{CLUSTER_INFO, JWS_PREFIX},
-    status::{Found, SigningToken},
+    coredns, kube_proxy,
+    status::{Found, Rollout, SigningToken},
 };
 use crate::{
     Context, Error, MANAGED_BY_LABEL,
@@ -91,10 +95,10 @@ pub async fn client(inputs: &Inputs) -> Result<kube::Client, Error> {
     kube::Client::try_from(config).map_err(|e| invalid(&e))
 }
 
-/// The objects labelled as Tenantplane's in the tenant, with their `resourceVersion`: one
-/// metadata-only list per kind.
+/// The in-tenant phase's objects in the tenant (labelled with a phase), with their `resourceVersion`:
+/// one metadata-only list per kind.
 pub async fn present(client: &kube::Client) -> Result<HashMap<ObjectKey, String>, Error> {
-    let selector = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
+    let selector = format!("{}={},{PHASE_LABEL}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
     let lists = Kind::ALL.map(|kind| {
         let api = Api::<DynamicObject>::all_with(client.clone(), &kind.api_resource());
         let params = ListParams::default().labels(&selector);
@@ -114,15 +118,24 @@ pub async fn present(client: &kube::Client) -> Result<HashMap<ObjectKey, String>
     Ok(present)
 }
 
-/// The bootstrap tokens that should sign cluster-info, and the signatures it carries. Only a token's
-/// id and usages are read from its Secret; its secret half is never kept.
-pub async fn signatures(client: &kube::Client) -> Result<Found, Error> {
+/// What the tenant runs: the bootstrap tokens that should sign cluster-info and the signatures it
+/// carries, and the addons' rollouts. Only a token's id and usages are read from its Secret; its secret
+/// half is never kept.
+pub async fn observed(client: &kube::Client) -> Result<Found, Error> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), KUBE_PUBLIC);
     let cluster_info = config_maps.get_opt(CLUSTER_INFO);
     let params = ListParams::default().fields("type=bootstrap.kubernetes.io/token");
     let secrets = Api::<Secret>::namespaced(client.clone(), KUBE_SYSTEM);
     let tokens = secrets.list(&params);
-    let (cluster_info, tokens) = futures_util::future::try_join(cluster_info, tokens).await?;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), KUBE_SYSTEM);
+    let daemon_sets = Api::<DaemonSet>::namespaced(client.clone(), KUBE_SYSTEM);
+    let (cluster_info, tokens, core_dns, kube_proxy) = futures_util::future::try_join4(
+        cluster_info,
+        tokens,
+        deployments.get_opt(coredns::DEPLOYMENT),
+        daemon_sets.get_opt(kube_proxy::DAEMON_SET),
+    )
+    .await?;
     let signed: BTreeSet<String> = cluster_info
         .and_then(|cm| cm.data)
         .unwrap_or_default()
@@ -136,7 +149,18 @@ pub async fn signatures(client: &kube::Client) -> Result<Found, Error> {
         .filter_map(|secret| signing_token(secret, now))
         .collect();
     tokens.sort();
-    Ok(Found { signed, tokens })
+    Ok(Found {
+        signed,
+        tokens,
+        core_dns: core_dns.and_then(|d| d.status).map(|s| Rollout {
+            available: s.available_replicas.unwrap_or_default(),
+            desired: s.replicas.unwrap_or_default(),
+        }),
+        kube_proxy: kube_proxy.and_then(|d| d.status).map(|s| Rollout {
+            available: s.number_available.unwrap_or_default(),
+            desired: s.desired_number_scheduled,
+        }),
+    })
 }
 
 /// A live bootstrap token Secret with signing usage, as its id.

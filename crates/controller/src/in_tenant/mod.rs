@@ -1,5 +1,6 @@
-//! The in-tenant phase: what kubeadm's upload-config and bootstrap-token phases leave in a cluster, kept
-//! in each tenant cluster through its admin kubeconfig so that nodes can `kubeadm join` it. A pipeline
+//! The in-tenant phase: what kubeadm's upload-config and bootstrap-token phases leave in a cluster, and
+//! the CoreDNS and kube-proxy addons, kept in each tenant cluster through its admin kubeconfig so that
+//! nodes can `kubeadm join` it and run. A pipeline
 //! like the TenantControlPlane reconciler: [`fetch`] (the inputs, the tenant client, what the tenant
 //! holds) → [`build`] (pure: the objects, the status and the `NodeJoinReady` condition) → [`apply`]
 //! (server-side apply into the tenant of only what is missing or changed) → [`status`] (its own
@@ -8,7 +9,7 @@
 //! It runs while the tenant serves ([`serving`]) and forgets the tenant otherwise. Cost at scale: one
 //! kept client per tenant, no watch in any tenant cluster; a pass is woken by a change of what it
 //! depends on in the TenantControlPlane ([`fingerprint`]) or by the periodic check, and a pass with
-//! nothing to restore is five metadata-only lists, one GET and one list.
+//! nothing to restore is nine metadata-only lists, three GETs and one list.
 
 pub mod apply;
 pub mod build;
@@ -271,12 +272,17 @@ async fn sync(
     let (client, mut applied) = kept_client(ctx, key, inputs).await?;
     let present = fetch::present(&client).await?;
     let objects: Vec<&build::TenantObject> = desired.objects().collect();
-    let result = apply::objects(&client, &objects, &present, &mut applied).await;
+    let result = match apply::objects(&client, &objects, &present, &mut applied).await {
+        Ok(outcome) => apply::prune(&client, desired, &present, &mut applied)
+            .await
+            .map(|()| outcome),
+        Err(err) => Err(err),
+    };
     if let Some(kept) = ctx.in_tenant.lock().kept.get_mut(key) {
         kept.applied = applied;
     }
     let outcome = result?;
-    let found = fetch::signatures(&client).await?;
+    let found = fetch::observed(&client).await?;
     Ok((found, outcome.restored))
 }
 

@@ -1,4 +1,5 @@
-//! I/O: the in-tenant phase's own status fields (`kubeadmconfig`, `kubeadmPhase`, `NodeJoinReady`),
+//! I/O: the in-tenant phase's own status fields (`kubeadmconfig`, `kubeadmPhase`, `addons`, and the
+//! conditions `NodeJoinReady` and `AddonsReady`),
 //! server-side applied under a field manager of its own, so the TenantControlPlane reconcile's status
 //! writes and these never remove each other's fields.
 

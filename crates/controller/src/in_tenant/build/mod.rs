@@ -1,10 +1,15 @@
 //! Pure: the objects the in-tenant phase keeps in a tenant cluster, and its status.
 //!
 //! The objects are kubeadm's, by name and content: [`upload_config`] (`kube-system/kubeadm-config`,
-//! `kube-system/kubelet-config` and the Roles that let nodes read them) and [`bootstrap_token`]
-//! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings).
+//! `kube-system/kubelet-config` and the Roles that let nodes read them), [`bootstrap_token`]
+//! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings), and
+//! the addons present in `spec.addons`: [`coredns`] and [`kube_proxy`]. Each object carries
+//! [`PHASE_LABEL`] naming its phase, which is how an object left behind (an addon removed from the
+//! spec) is found and deleted.
 
 pub mod bootstrap_token;
+pub mod coredns;
+pub mod kube_proxy;
 pub mod kubelet;
 pub mod status;
 pub mod upload_config;
@@ -15,7 +20,8 @@ mod tests;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
-    core::v1::{ConfigMap, ObjectReference},
+    apps::v1::{DaemonSet, Deployment},
+    core::v1::{ConfigMap, ObjectReference, Service, ServiceAccount},
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{ResourceExt as _, api::ApiResource};
@@ -31,6 +37,8 @@ pub const KUBE_PUBLIC: &str = "kube-public";
 pub const BOOTSTRAPPERS: &str = "system:bootstrappers:kubeadm:default-node-token";
 /// The group of nodes with their own client certificate.
 pub const NODES: &str = "system:nodes";
+/// The label naming the phase an object of the in-tenant phase belongs to.
+pub const PHASE_LABEL: &str = "tenantplane.io/in-tenant-phase";
 
 /// The kinds the in-tenant phase writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,16 +53,28 @@ pub enum Kind {
     ClusterRole,
     /// rbac.authorization.k8s.io/v1 ClusterRoleBinding.
     ClusterRoleBinding,
+    /// v1 ServiceAccount.
+    ServiceAccount,
+    /// v1 Service.
+    Service,
+    /// apps/v1 Deployment.
+    Deployment,
+    /// apps/v1 DaemonSet.
+    DaemonSet,
 }
 
 impl Kind {
     /// Every kind, in the order the tenant is checked.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 9] = [
         Kind::ConfigMap,
         Kind::Role,
         Kind::RoleBinding,
         Kind::ClusterRole,
         Kind::ClusterRoleBinding,
+        Kind::ServiceAccount,
+        Kind::Service,
+        Kind::Deployment,
+        Kind::DaemonSet,
     ];
 
     /// The kind's API resource.
@@ -65,12 +85,16 @@ impl Kind {
             Kind::RoleBinding => ApiResource::erase::<RoleBinding>(&()),
             Kind::ClusterRole => ApiResource::erase::<ClusterRole>(&()),
             Kind::ClusterRoleBinding => ApiResource::erase::<ClusterRoleBinding>(&()),
+            Kind::ServiceAccount => ApiResource::erase::<ServiceAccount>(&()),
+            Kind::Service => ApiResource::erase::<Service>(&()),
+            Kind::Deployment => ApiResource::erase::<Deployment>(&()),
+            Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
         }
     }
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, Kind::ConfigMap | Kind::Role | Kind::RoleBinding)
+        !matches!(self, Kind::ClusterRole | Kind::ClusterRoleBinding)
     }
 }
 
@@ -137,8 +161,13 @@ impl TenantObject {
             metadata["annotations"] = json!(annotations);
         }
         let mut body = json!({"apiVersion": ar.api_version, "kind": ar.kind, "metadata": metadata});
-        if let (Some(body), Value::Object(content)) = (body.as_object_mut(), content) {
-            body.extend(content);
+        if let Value::Object(content) = content {
+            for (key, value) in content {
+                match (key.as_str(), value) {
+                    ("metadata", Value::Object(extra)) => merge_metadata(&mut body["metadata"], extra),
+                    (_, value) => body[key.as_str()] = value,
+                }
+            }
         }
         Self {
             key: ObjectKey {
@@ -147,6 +176,17 @@ impl TenantObject {
                 name: name.into(),
             },
             body,
+        }
+    }
+}
+
+/// Adds the labels and annotations of `extra` to `metadata`.
+fn merge_metadata(metadata: &mut Value, extra: serde_json::Map<String, Value>) {
+    for (field, values) in extra {
+        if let Value::Object(values) = values {
+            for (k, v) in values {
+                metadata[field.as_str()][k.as_str()] = v;
+            }
         }
     }
 }
@@ -173,32 +213,62 @@ impl Facts<'_> {
     }
 }
 
-/// The objects of both phases, and what could not be built.
+/// The objects of every phase, and what could not be built.
 #[derive(Debug, Clone)]
 pub struct Desired {
     /// The upload-config phase's objects (the kubelet-config ConfigMap only when its patches apply).
     pub upload_config: Vec<TenantObject>,
     /// The bootstrap-token phase's objects.
     pub bootstrap_token: Vec<TenantObject>,
+    /// CoreDNS's objects, when `spec.addons.coreDNS` is set.
+    pub core_dns: Option<Vec<TenantObject>>,
+    /// kube-proxy's objects, when `spec.addons.kubeProxy` is set.
+    pub kube_proxy: Option<Vec<TenantObject>>,
     /// Why `kube-system/kubelet-config` was left out: a configurationJSONPatches entry that does not apply.
     pub kubelet_error: Option<kubelet::PatchFailure>,
 }
 
 impl Desired {
-    /// Every object of both phases.
+    /// Every object of every phase.
     pub fn objects(&self) -> impl Iterator<Item = &TenantObject> {
-        self.upload_config.iter().chain(&self.bootstrap_token)
+        self.upload_config
+            .iter()
+            .chain(&self.bootstrap_token)
+            .chain(self.core_dns.iter().flatten())
+            .chain(self.kube_proxy.iter().flatten())
+    }
+
+    /// Whether an object the tenant holds but no phase wants now is still to be kept: the last good
+    /// kubelet-config while the patches do not apply.
+    pub fn keeps(&self, key: &ObjectKey) -> bool {
+        self.kubelet_error.is_some()
+            && key.kind == Kind::ConfigMap
+            && key.namespace == KUBE_SYSTEM
+            && key.name == upload_config::KUBELET_CONFIG
     }
 }
 
-/// The objects of both phases for `facts`.
+/// The objects of every phase for `facts`.
 pub fn desired(facts: &Facts<'_>) -> Desired {
     let (upload_config, kubelet_error) = upload_config::objects(facts);
+    let addons = facts.tcp.spec.addons.as_ref();
+    let core_dns = addons.and_then(|a| a.core_dns.as_ref());
+    let kube_proxy = addons.and_then(|a| a.kube_proxy.as_ref());
     Desired {
-        upload_config,
-        bootstrap_token: bootstrap_token::objects(facts),
+        upload_config: labelled(upload_config, "upload-config"),
+        bootstrap_token: labelled(bootstrap_token::objects(facts), "bootstrap-token"),
+        core_dns: core_dns.map(|spec| labelled(coredns::objects(facts, spec), "coredns")),
+        kube_proxy: kube_proxy.map(|spec| labelled(kube_proxy::objects(facts, spec), "kube-proxy")),
         kubelet_error,
     }
+}
+
+/// `objects`, each labelled with [`PHASE_LABEL`] = `phase`.
+fn labelled(mut objects: Vec<TenantObject>, phase: &str) -> Vec<TenantObject> {
+    for object in &mut objects {
+        object.body["metadata"]["labels"][PHASE_LABEL] = json!(phase);
+    }
+    objects
 }
 
 /// A Role granting `get` on the ConfigMap `config_map` of its namespace.
@@ -212,7 +282,8 @@ pub fn config_map_reader(namespace: &str, name: &str, config_map: &str) -> Tenan
     )
 }
 
-/// A (Cluster)RoleBinding of `role_kind`/`role` to `subjects` (kind, name).
+/// A (Cluster)RoleBinding of `role` (a Role for a RoleBinding, else a ClusterRole) to `subjects`
+/// (kind, name; a ServiceAccount's name is `namespace/name`).
 pub fn binding(
     kind: Kind,
     namespace: &str,
@@ -226,7 +297,12 @@ pub fn binding(
     };
     let subjects: Vec<Value> = subjects
         .iter()
-        .map(|(kind, name)| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}))
+        .map(|(kind, name)| match (*kind, name.split_once('/')) {
+            ("ServiceAccount", Some((namespace, name))) => {
+                json!({"kind": "ServiceAccount", "namespace": namespace, "name": name})
+            }
+            _ => json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}),
+        })
         .collect();
     TenantObject::new(
         kind,

@@ -9,20 +9,41 @@ use super::{Desired, TenantObject, objects_checksum, upload_config::KUBEADM_CONF
 use crate::{
     Error,
     build::Conditions,
-    k8s::crd::{KubeadmConfigStatus, KubeadmPhaseStatus, KubeadmPhasesStatus, TenantControlPlane},
+    k8s::crd::{
+        AddonStatus, AddonsStatus, KubeadmConfigStatus, KubeadmPhaseStatus, KubeadmPhasesStatus,
+        TenantControlPlane,
+    },
 };
 
 /// True when a node can join: cluster-info signed for every bootstrap token, and kubeadm-config,
 /// kubelet-config and the node-bootstrap RBAC in place.
 pub const NODE_JOIN_READY: &str = "NodeJoinReady";
+/// True when every addon in `spec.addons` (CoreDNS, kube-proxy) is fully available in the tenant.
+pub const ADDONS_READY: &str = "AddonsReady";
 /// The conditions the in-tenant phase owns.
-pub const OWNED: &[&str] = &[NODE_JOIN_READY];
+pub const OWNED: &[&str] = &[ADDONS_READY, NODE_JOIN_READY];
 
 /// A bootstrap token of the tenant that should sign cluster-info: live, with `usage-bootstrap-signing`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SigningToken {
     /// Its public id (`token-id`).
     pub id: String,
+}
+
+/// How far an addon's workload runs: available and desired replicas (a DaemonSet: nodes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rollout {
+    /// Available replicas (pods).
+    pub available: i32,
+    /// Desired replicas (for a DaemonSet, the nodes that should run it).
+    pub desired: i32,
+}
+
+impl Rollout {
+    /// Whether something is desired and all of it is available.
+    pub fn complete(self) -> bool {
+        self.desired > 0 && self.available >= self.desired
+    }
 }
 
 /// What the tenant holds, as the phase checked it after applying.
@@ -32,6 +53,10 @@ pub struct Found {
     pub signed: BTreeSet<String>,
     /// The tokens that should have one.
     pub tokens: Vec<SigningToken>,
+    /// The CoreDNS Deployment's rollout, if it exists.
+    pub core_dns: Option<Rollout>,
+    /// The kube-proxy DaemonSet's rollout, if it exists.
+    pub kube_proxy: Option<Rollout>,
 }
 
 impl Found {
@@ -55,6 +80,9 @@ pub struct Report {
     /// `status.kubeadmPhase`.
     #[serde(rename = "kubeadmPhase", skip_serializing_if = "Option::is_none")]
     pub kubeadm_phase: Option<KubeadmPhasesStatus>,
+    /// `status.addons`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addons: Option<AddonsStatus>,
     /// Its conditions.
     pub conditions: Vec<Condition>,
 }
@@ -71,6 +99,7 @@ pub fn current(tcp: &TenantControlPlane) -> Report {
     Report {
         kubeadmconfig: status.kubeadmconfig,
         kubeadm_phase: status.kubeadm_phase,
+        addons: status.addons,
         conditions,
     }
 }
@@ -90,7 +119,10 @@ pub fn report(
         ..previous.clone()
     };
     match outcome {
-        Err(err) => conditions.set(NODE_JOIN_READY, Some(false), err.reason(), err.to_string()),
+        Err(err) => {
+            conditions.set(NODE_JOIN_READY, Some(false), err.reason(), err.to_string());
+            conditions.set(ADDONS_READY, Some(false), err.reason(), err.to_string());
+        }
         Ok(found) => {
             let kubeadm_config: Vec<TenantObject> = desired
                 .upload_config
@@ -113,11 +145,27 @@ pub fn report(
                     now,
                 )),
             });
+            let previous_addons = previous.addons.clone().unwrap_or_default();
+            report.addons = Some(AddonsStatus {
+                core_dns: Some(addon_status(
+                    previous_addons.core_dns.as_ref(),
+                    desired.core_dns.as_deref(),
+                    now,
+                )),
+                kube_proxy: Some(addon_status(
+                    previous_addons.kube_proxy.as_ref(),
+                    desired.kube_proxy.as_deref(),
+                    now,
+                )),
+            });
             let (ready, reason, message) = join_readiness(desired, found);
             conditions.set(NODE_JOIN_READY, Some(ready), reason, message);
+            let (ready, reason, message) = addons_readiness(desired, found);
+            conditions.set(ADDONS_READY, Some(ready), reason, message);
         }
     }
     report.conditions = conditions.into_vec();
+    report.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
     report
 }
 
@@ -149,6 +197,55 @@ fn join_readiness(desired: &Desired, found: &Found) -> (bool, &'static str, Stri
             found.tokens.len()
         ),
     )
+}
+
+/// `AddonsReady`'s status, reason and message: each requested addon's rollout.
+fn addons_readiness(desired: &Desired, found: &Found) -> (bool, &'static str, String) {
+    let mut parts = Vec::new();
+    let mut ready = true;
+    if desired.core_dns.is_some() {
+        let rollout = found.core_dns.unwrap_or_default();
+        ready &= rollout.complete();
+        parts.push(format!(
+            "CoreDNS: {}/{} replicas available",
+            rollout.available, rollout.desired
+        ));
+    }
+    if desired.kube_proxy.is_some() {
+        let rollout = found.kube_proxy.unwrap_or_default();
+        ready &= rollout.complete();
+        parts.push(format!(
+            "kube-proxy: available on {}/{} nodes",
+            rollout.available, rollout.desired
+        ));
+    }
+    match (parts.is_empty(), ready) {
+        (true, _) => (
+            true,
+            "NoAddons",
+            "spec.addons requests neither CoreDNS nor kube-proxy".into(),
+        ),
+        (false, true) => (true, "AddonsAvailable", parts.join("; ")),
+        (false, false) => (false, "AddonsNotAvailable", parts.join("; ")),
+    }
+}
+
+/// An addon's status after a pass that applied `objects` (`None`: not requested, so not installed).
+fn addon_status(
+    previous: Option<&AddonStatus>,
+    objects: Option<&[TenantObject]>,
+    now: Timestamp,
+) -> AddonStatus {
+    let Some(objects) = objects else {
+        return AddonStatus::default();
+    };
+    let checksum = objects_checksum(objects);
+    let previous = previous.map(|p| (p.checksum.as_deref(), p.last_update.as_deref()));
+    AddonStatus {
+        enabled: true,
+        last_update: Some(since(previous, &checksum, now)),
+        checksum: Some(checksum),
+    }
 }
 
 /// When what has `checksum` was last written: the previous time if it had the same checksum, else `now`.

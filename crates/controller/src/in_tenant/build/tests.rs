@@ -126,7 +126,7 @@ fn a_patch_that_does_not_apply_names_its_index_op_and_path_and_keeps_kubelet_con
         Ok(&Found::default()),
         "2026-12-01T00:00:00Z".parse().unwrap(),
     );
-    let condition = &report.conditions[0];
+    let condition = njr(&report);
     assert_eq!(
         (condition.type_.as_str(), condition.status.as_str()),
         (NODE_JOIN_READY, "False")
@@ -228,7 +228,12 @@ fn bindings(objects: &[TenantObject]) -> Vec<BindingRow> {
 #[test]
 fn the_bindings_are_kubeadms() {
     let desired = desired(&facts(&seed()));
-    let all: Vec<TenantObject> = desired.objects().cloned().collect();
+    let all: Vec<TenantObject> = desired
+        .upload_config
+        .iter()
+        .chain(&desired.bootstrap_token)
+        .cloned()
+        .collect();
     let g = |n: &str| ("Group".to_string(), n.to_string());
     // As real kubeadm v1.34.4 creates them (init phase upload-config all, bootstrap-token).
     let expected = vec![
@@ -330,6 +335,7 @@ fn found(signed: &[&str], tokens: &[&str]) -> Found {
             .iter()
             .map(|id| SigningToken { id: id.to_string() })
             .collect(),
+        ..Found::default()
     }
 }
 
@@ -339,17 +345,17 @@ fn node_join_ready_needs_a_signature_for_every_signing_token_and_checksums_keep_
     let desired = desired(&facts(&seed));
     let t0 = "2026-12-01T00:00:00Z".parse().unwrap();
     let first = report(&seed, &desired, Ok(&found(&["abcdef"], &["abcdef"])), t0);
-    assert_eq!(first.conditions[0].status, "True");
-    assert_eq!(first.conditions[0].reason, "JoinObjectsPresent");
+    assert_eq!(njr(&first).status, "True");
+    assert_eq!(njr(&first).reason, "JoinObjectsPresent");
     let unsigned = report(
         &seed,
         &desired,
         Ok(&found(&["abcdef"], &["abcdef", "zzzzzz"])),
         t0,
     );
-    assert_eq!(unsigned.conditions[0].status, "False");
-    assert_eq!(unsigned.conditions[0].reason, "ClusterInfoNotSigned");
-    assert!(unsigned.conditions[0].message.contains("zzzzzz"));
+    assert_eq!(njr(&unsigned).status, "False");
+    assert_eq!(njr(&unsigned).reason, "ClusterInfoNotSigned");
+    assert!(njr(&unsigned).message.contains("zzzzzz"));
     // A later pass with the same objects keeps lastUpdate; a failed one keeps the checksums.
     let mut later = seed.clone();
     let status = later.status.get_or_insert_with(Default::default);
@@ -359,10 +365,7 @@ fn node_join_ready_needs_a_signature_for_every_signing_token_and_checksums_keep_
     let t1 = "2026-12-01T01:00:00Z".parse().unwrap();
     let again = report(&later, &desired, Ok(&found(&[], &[])), t1);
     assert_eq!(again.kubeadmconfig, first.kubeadmconfig);
-    assert_eq!(
-        again.conditions[0].last_transition_time,
-        first.conditions[0].last_transition_time
-    );
+    assert_eq!(njr(&again).last_transition_time, njr(&first).last_transition_time);
     let err = Error::NotReady {
         reason: "TenantUnreachable",
         message: "connection refused".into(),
@@ -370,10 +373,173 @@ fn node_join_ready_needs_a_signature_for_every_signing_token_and_checksums_keep_
     let failed: Report = report(&later, &desired, Err(&err), t1);
     assert_eq!(failed.kubeadm_phase, first.kubeadm_phase);
     assert_eq!(
-        (
-            failed.conditions[0].status.as_str(),
-            failed.conditions[0].reason.as_str()
-        ),
+        (njr(&failed).status.as_str(), njr(&failed).reason.as_str()),
         ("False", "TenantUnreachable")
     );
+}
+
+#[test]
+fn coredns_is_kubeadms_with_kube_dns_at_the_tenth_address_and_the_image_of_the_spec() {
+    let seed = seed();
+    let desired = desired(&facts(&seed));
+    let objects = desired.core_dns.clone().unwrap();
+    let service = object(&objects, Kind::Service, "kube-dns");
+    assert_eq!(service.body["spec"]["clusterIP"], json!("10.96.0.10"));
+    assert_eq!(service.body["metadata"]["labels"]["k8s-app"], json!("kube-dns"));
+    assert_eq!(service.body["metadata"]["labels"][PHASE_LABEL], json!("coredns"));
+    let deployment = object(&objects, Kind::Deployment, "coredns");
+    assert_eq!(
+        deployment.body["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("registry.k8s.io/coredns/coredns:v1.12.1")
+    );
+    let corefile = object(&objects, Kind::ConfigMap, "coredns").body["data"]["Corefile"].clone();
+    assert!(
+        corefile
+            .as_str()
+            .unwrap()
+            .contains("kubernetes cluster.local in-addr.arpa ip6.arpa {")
+    );
+    let binding = object(&objects, Kind::ClusterRoleBinding, "system:coredns");
+    assert_eq!(
+        binding.body["subjects"],
+        json!([{"kind": "ServiceAccount", "namespace": "kube-system", "name": "coredns"}])
+    );
+    let mirrored = tcp("t", "m")
+        .spec(
+            "addons",
+            json!({"coreDNS": {"imageRepository": "mirror.example/dns", "imageTag": "v1.12.0"}}),
+        )
+        .build();
+    let objects = super::desired(&facts(&mirrored)).core_dns.unwrap();
+    assert_eq!(
+        object(&objects, Kind::Deployment, "coredns").body["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("mirror.example/dns/coredns:v1.12.0")
+    );
+}
+
+#[test]
+fn kube_proxy_points_at_the_endpoint_runs_the_tenants_version_and_nodes_may_read_its_config() {
+    let seed = seed();
+    let objects = desired(&facts(&seed)).kube_proxy.unwrap();
+    let config_map = object(&objects, Kind::ConfigMap, "kube-proxy");
+    let kubeconfig: Value =
+        serde_yaml::from_str(config_map.body["data"]["kubeconfig.conf"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        kubeconfig["clusters"][0]["cluster"]["server"],
+        json!("https://192.0.2.10:6443")
+    );
+    let config: Value =
+        serde_yaml::from_str(config_map.body["data"]["config.conf"].as_str().unwrap()).unwrap();
+    assert_eq!(config["clusterCIDR"], json!("10.244.0.0/16"));
+    let daemon_set = object(&objects, Kind::DaemonSet, "kube-proxy");
+    assert_eq!(
+        daemon_set.body["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("registry.k8s.io/kube-proxy:v1.34.4")
+    );
+    let bindings = bindings(&objects);
+    assert_eq!(
+        bindings
+            .iter()
+            .map(|b| (b.2.as_str(), b.3.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("kube-proxy", "kube-proxy"),
+            ("kubeadm:node-proxier", "system:node-proxier")
+        ]
+    );
+}
+
+#[test]
+fn addons_are_reported_as_installed_only_when_requested_and_ready_only_when_available() {
+    let seed = seed();
+    let desired = desired(&facts(&seed));
+    let t0 = "2026-12-01T00:00:00Z".parse().unwrap();
+    let mut found = found(&[], &[]);
+    let r = report(&seed, &desired, Ok(&found), t0);
+    let addons = r.addons.unwrap();
+    assert!(addons.core_dns.unwrap().enabled && addons.kube_proxy.unwrap().enabled);
+    let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "AddonsNotAvailable")
+    );
+    assert_eq!(
+        ready.message,
+        "CoreDNS: 0/0 replicas available; kube-proxy: available on 0/0 nodes"
+    );
+    found.core_dns = Some(status::Rollout {
+        available: 2,
+        desired: 2,
+    });
+    found.kube_proxy = Some(status::Rollout {
+        available: 3,
+        desired: 3,
+    });
+    let r = report(&seed, &desired, Ok(&found), t0);
+    let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "AddonsAvailable")
+    );
+    let bare = tcp("t", "bare").build();
+    let r = report(&bare, &super::desired(&facts(&bare)), Ok(&found), t0);
+    let addons = r.addons.unwrap();
+    assert!(!addons.core_dns.unwrap().enabled && !addons.kube_proxy.unwrap().enabled);
+    let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "NoAddons")
+    );
+}
+
+#[test]
+fn the_last_kubelet_config_is_kept_while_the_patches_do_not_apply() {
+    let broken = tcp("t", "b")
+        .spec("kubernetes", json!({"version": "v1.34.4", "kubelet": {"configurationJSONPatches": [{"op": "remove", "path": "/x"}]}}))
+        .build();
+    let kubelet_config = ObjectKey {
+        kind: Kind::ConfigMap,
+        namespace: "kube-system".into(),
+        name: "kubelet-config".into(),
+    };
+    assert!(desired(&facts(&broken)).keeps(&kubelet_config));
+    assert!(!desired(&facts(&seed())).keeps(&kubelet_config));
+}
+
+/// The report's `NodeJoinReady` condition.
+fn njr(report: &Report) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    report
+        .conditions
+        .iter()
+        .find(|c| c.type_ == NODE_JOIN_READY)
+        .unwrap()
+}
+
+#[test]
+fn a_written_report_reads_back_as_current_so_an_unchanged_pass_writes_nothing() {
+    let seed = seed();
+    let desired = desired(&facts(&seed));
+    let first = report(
+        &seed,
+        &desired,
+        Ok(&found(&[], &[])),
+        "2026-12-01T00:00:00Z".parse().unwrap(),
+    );
+    let mut later = seed.clone();
+    let status = later.status.get_or_insert_with(Default::default);
+    status.kubeadmconfig = first.kubeadmconfig.clone();
+    status.kubeadm_phase = first.kubeadm_phase.clone();
+    status.addons = first.addons.clone();
+    // The TenantControlPlane reconcile's own conditions sit beside them.
+    status.conditions = first.conditions.clone();
+    status.conditions.insert(0, njr(&first).clone());
+    status.conditions[0].type_ = "Ready".into();
+    assert_eq!(status::current(&later), first);
+    let again = report(
+        &later,
+        &desired,
+        Ok(&found(&[], &[])),
+        "2026-12-01T01:00:00Z".parse().unwrap(),
+    );
+    assert_eq!(again, first);
 }
