@@ -15,9 +15,10 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## run: install what is missing (deps), then PostgreSQL, etcd, kube-apiserver and Tenantplane (serve,
 ## worker, controllers, pod-less runner); prints the URLs, two tokens, a curl that creates a control
 ## plane and a kubectl line for the management cluster; Ctrl-C stops everything.
-## Only the control-plane binaries of the main version are needed (no extra versions).
+## Only the control-plane binaries of the main version are needed (no extra versions), plus kubeadm and
+## kubemark for the banner's "join a node" line.
 run: deps
-	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_NODE_TOOLS=0 scripts/test-env build >/dev/null
+	TENANTPLANE_KUBE_EXTRA_VERSIONS= scripts/test-env build >/dev/null
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
