@@ -124,7 +124,7 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
     settings.workload.kine_image = KINE_IMAGE.into();
     settings.resync = Duration::from_secs(30);
     // The in-tenant phase's periodic check, short enough for the remediation tests.
-    settings.in_tenant_resync = Duration::from_secs(3);
+    settings.in_tenant_resync = Duration::from_secs(10);
     tasks.push(tokio::spawn({
         let kube = kube.clone();
         async move {

@@ -395,7 +395,7 @@ pub async fn kubeconfig(
 ///
 /// The answer comes once the token is usable: the tenant's bootstrapsigner has signed
 /// `kube-public/cluster-info` with it and the tenant API server authenticates it, so `joinCommand` works
-/// at once. If that does not happen within 10 seconds, the Secret is deleted again and the answer is
+/// at once. If that does not happen within 30 seconds, the Secret is deleted again and the answer is
 /// 503 with `Retry-After` (nothing is left behind; retry). 409 until the control plane has served (as
 /// for its kubeconfig). The token is shown only in this answer (`Cache-Control: no-store`);
 /// `Idempotency-Key` is not supported here, because a replay would have to store the secret: a retried
@@ -458,7 +458,7 @@ pub async fn list_join_tokens(
 }
 
 /// Revokes a node join token (tenant admin): deletes its Secret in the tenant cluster (the API server
-/// stops authenticating it) and waits up to 10 seconds for its signature to leave `cluster-info`, so
+/// stops authenticating it) and waits up to 30 seconds for its signature to leave `cluster-info`, so
 /// `kubeadm join` with it fails once this answers. 404 for an unknown or already revoked token; an
 /// expired one is still removed.
 #[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}/join-tokens/{tokenId}", tag = "join-tokens", security(("bearer" = [])),

@@ -42,7 +42,7 @@ pub const MAX_TTL_SECONDS: i64 = 604_800;
 /// The longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 256;
 /// How long a create waits for its token to become usable (and a revocation for its signature to go).
-pub const USABLE_WAIT: Duration = Duration::from_secs(10);
+pub const USABLE_WAIT: Duration = Duration::from_secs(30);
 /// The Secret's `description` when the request gives none.
 const DEFAULT_DESCRIPTION: &str = "Node join token created through the Tenantplane API";
 /// Fresh ids tried when an id is taken (in the record or in the tenant cluster).
