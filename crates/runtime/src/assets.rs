@@ -104,6 +104,8 @@ pub fn versioned_binary(name: &str, version: &str) -> Result<PathBuf> {
     let built = built_versions(name);
     let how = if name.starts_with("kube-") {
         format!("scripts/test-env build-kube {version}")
+    } else if name.starts_with("konnectivity-") {
+        format!("TENANTPLANE_KONNECTIVITY_VERSION={version} scripts/test-env")
     } else {
         format!(
             "TENANTPLANE_{}_VERSION={version} scripts/test-env",

@@ -368,6 +368,12 @@ impl Container {
     }
 }
 
+/// One published Service port: its proxy and the replicas it forwards to.
+struct Published {
+    proxy: ServiceProxy,
+    backends: watch::Sender<Vec<SocketAddr>>,
+}
+
 /// State of one Deployment.
 pub(super) struct Runtime {
     client: kube::Client,
@@ -376,8 +382,8 @@ pub(super) struct Runtime {
     recorder: Recorder,
     http: reqwest::Client,
     pods: Vec<Pod>,
-    proxy: Option<ServiceProxy>,
-    backends: watch::Sender<Vec<SocketAddr>>,
+    /// The Service's ports as published on the tenant's address, each with its ready backends.
+    published: Vec<Published>,
     failure: Option<(&'static str, String)>,
     reported: BTreeSet<String>,
     last_status: Option<serde_json::Value>,
@@ -406,8 +412,7 @@ impl Runtime {
             recorder,
             http,
             pods: Vec::new(),
-            proxy: None,
-            backends: watch::channel(Vec::new()).0,
+            published: Vec::new(),
             failure: None,
             reported: BTreeSet::new(),
             last_status: None,
@@ -579,22 +584,77 @@ impl Runtime {
         notes
     }
 
-    /// The tenant's published address (`networkProfile.address:port` of the owning TenantControlPlane).
-    async fn published(&self, deployment: &Deployment) -> Option<SocketAddr> {
-        let owner = deployment
+    /// The tenant's published addresses: `networkProfile.address:port` of the owning TenantControlPlane
+    /// and, with `spec.addons.konnectivity`, the Konnectivity server's port on the same address.
+    async fn published_addresses(&self, deployment: &Deployment) -> Vec<SocketAddr> {
+        let Some(owner) = deployment
             .owner_references()
             .iter()
-            .find(|o| o.kind == "TenantControlPlane")?
-            .name
-            .clone();
-        let tcp = Api::<TenantControlPlane>::namespaced(self.client.clone(), &self.key.0)
+            .find(|o| o.kind == "TenantControlPlane")
+            .map(|o| o.name.clone())
+        else {
+            return Vec::new();
+        };
+        let Ok(Some(tcp)) = Api::<TenantControlPlane>::namespaced(self.client.clone(), &self.key.0)
             .get_opt(&owner)
             .await
-            .ok()??;
-        let np = tcp.spec.network_profile?;
-        let ip: IpAddr = np.address?.parse().ok()?;
-        (ip.is_loopback())
-            .then(|| SocketAddr::new(ip, u16::try_from(np.port.unwrap_or(6443)).unwrap_or(6443)))
+        else {
+            return Vec::new();
+        };
+        let Some(ip) = tcp
+            .spec
+            .network_profile
+            .as_ref()
+            .and_then(|np| np.address.as_deref()?.parse::<IpAddr>().ok())
+            .filter(IpAddr::is_loopback)
+        else {
+            return Vec::new();
+        };
+        let port = |p: i32| u16::try_from(p).ok();
+        let apiserver = tcp
+            .spec
+            .network_profile
+            .as_ref()
+            .and_then(|np| np.port)
+            .and_then(port)
+            .unwrap_or(6443);
+        let konnectivity = tcp
+            .spec
+            .addons
+            .as_ref()
+            .and_then(|a| a.konnectivity.as_ref())
+            .and_then(|k| port(k.server.port));
+        std::iter::once(apiserver)
+            .chain(konnectivity)
+            .map(|p| SocketAddr::new(ip, p))
+            .collect()
+    }
+
+    /// The Service: each published address forwards to the same port of the ready replicas.
+    async fn publish(&mut self, deployment: &Deployment) {
+        let addresses = self.published_addresses(deployment).await;
+        self.published.retain(|p| addresses.contains(&p.proxy.address()));
+        for addr in addresses {
+            let backends: Vec<SocketAddr> = self
+                .pods
+                .iter()
+                .filter(|p| p.ready())
+                .map(|p| SocketAddr::new(IpAddr::V4(p.address.ip()), addr.port()))
+                .collect();
+            if let Some(p) = self.published.iter().find(|p| p.proxy.address() == addr) {
+                p.backends.send_replace(backends);
+                continue;
+            }
+            let (tx, rx) = watch::channel(backends);
+            match ServiceProxy::start(addr, rx).await {
+                Ok(proxy) => self.published.push(Published { proxy, backends: tx }),
+                Err(e) => {
+                    let message = format!("cannot publish {addr}: {e}");
+                    self.event(deployment, EventType::Warning, "EndpointUnavailable", &message)
+                        .await;
+                }
+            }
+        }
     }
 
     /// One pass: scale, roll, probe, publish, report. Returns when the pass is done.
@@ -648,33 +708,7 @@ impl Runtime {
             self.pods.retain(|p| p.hash == hash);
         }
 
-        // The Service: the published address forwards to the ready replicas.
-        let port = self.published(deployment).await;
-        let backends: Vec<SocketAddr> = match port {
-            Some(addr) => self
-                .pods
-                .iter()
-                .filter(|p| p.ready())
-                .map(|p| SocketAddr::new(IpAddr::V4(p.address.ip()), addr.port()))
-                .collect(),
-            None => Vec::new(),
-        };
-        self.backends.send_replace(backends);
-        match (port, &self.proxy) {
-            (Some(addr), Some(proxy)) if proxy.address() == addr => {}
-            (Some(addr), _) => {
-                self.proxy = None;
-                match ServiceProxy::start(addr, self.backends.subscribe()).await {
-                    Ok(proxy) => self.proxy = Some(proxy),
-                    Err(e) => {
-                        let message = format!("cannot publish {addr}: {e}");
-                        self.event(deployment, EventType::Warning, "EndpointUnavailable", &message)
-                            .await;
-                    }
-                }
-            }
-            (None, _) => self.proxy = None,
-        }
+        self.publish(deployment).await;
 
         self.patch_status(deployment, &hash, desired).await;
     }
@@ -766,5 +800,5 @@ pub(super) async fn run(
         }
     }
     rt.pods.clear();
-    rt.proxy = None;
+    rt.published.clear();
 }

@@ -70,7 +70,19 @@ pub const KNOWN_IMAGES: &[&str] = &[
     "kube-scheduler",
     "kine",
     "etcd",
+    "proxy-server",
 ];
+
+/// The cached binary of an image whose binary has another name: Konnectivity's images are
+/// `kas-network-proxy/proxy-server` and `proxy-agent`, `scripts/test-env` builds `konnectivity-server`
+/// and `konnectivity-agent`.
+pub fn binary_name(image_name: &str) -> &str {
+    match image_name {
+        "proxy-server" => "konnectivity-server",
+        "proxy-agent" => "konnectivity-agent",
+        other => other,
+    }
+}
 
 impl ImageResolver for CachedImages {
     fn resolve(&self, image: &str, command0: Option<&str>) -> Result<PathBuf, PlanError> {
@@ -89,7 +101,7 @@ impl ImageResolver for CachedImages {
                 KNOWN_IMAGES.join(", ")
             )));
         }
-        assets::versioned_binary(&name, &version)
+        assets::versioned_binary(binary_name(&name), &version)
             .map_err(|e| PlanError::ImageNotBuilt(format!("image {image}: {e}")))
     }
 }

@@ -236,6 +236,49 @@ pub fn localize_kubeconfig(text: &str, pod_ip: Ipv4Addr) -> Option<String> {
     changed.then(|| serde_yaml::to_string(&value).ok()).flatten()
 }
 
+/// Whether `text` is kube-apiserver's EgressSelectorConfiguration; if so, the same configuration with
+/// every `udsName` moved onto the host directory of the volume mounted there (a socket path inside a
+/// file is not an argument, so [`rewrite_paths`] does not see it otherwise).
+pub fn localize_egress_selector(text: &str, mounts: &[(String, PathBuf)]) -> Option<String> {
+    let mut value: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
+    if value.get("kind").and_then(|k| k.as_str()) != Some("EgressSelectorConfiguration") {
+        return None;
+    }
+    let selections = value.get_mut("egressSelections")?.as_sequence_mut()?;
+    for selection in selections {
+        let Some(uds) = selection
+            .get_mut("connection")
+            .and_then(|c| c.get_mut("transport"))
+            .and_then(|t| t.get_mut("uds"))
+            .and_then(|u| u.as_mapping_mut())
+        else {
+            continue;
+        };
+        if let Some(name) = uds.get("udsName").and_then(|n| n.as_str()).map(String::from) {
+            uds.insert("udsName".into(), rewrite_paths(&name, mounts).into());
+        }
+    }
+    serde_yaml::to_string(&value).ok()
+}
+
+/// Every container's `(mount path, host path)` pairs.
+fn pod_mounts(spec: &PodSpec, roots: &HashMap<String, PathBuf>) -> Vec<(String, PathBuf)> {
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .filter_map(|m| {
+            let root = roots.get(&m.name)?;
+            let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                Some(sub) => root.join(sub),
+                None => root.clone(),
+            };
+            Some((m.mount_path.trim_end_matches('/').to_string(), host))
+        })
+        .collect()
+}
+
 fn is_boundary_before(c: Option<char>) -> bool {
     matches!(
         c,
@@ -319,6 +362,16 @@ fn pin_listen(program: &str, args: &mut Vec<String>, ip: Ipv4Addr) {
     match program {
         "kube-apiserver" | "kube-controller-manager" | "kube-scheduler" => {
             set(args, "bind-address", ip.to_string(), true);
+        }
+        name if name == "proxy-server" || name.starts_with("konnectivity-server") => {
+            for flag in [
+                "server-bind-address",
+                "agent-bind-address",
+                "admin-bind-address",
+                "health-bind-address",
+            ] {
+                set(args, flag, ip.to_string(), true);
+            }
         }
         "kine" => {
             let port = args
@@ -618,6 +671,15 @@ pub fn plan(
     for c in &spec.containers {
         plan.containers
             .push(container_plan(c, &roots, sources, images, ip)?);
+    }
+    let mounts = pod_mounts(spec, &roots);
+    for file in &mut plan.files {
+        if let Some(localized) = std::str::from_utf8(&file.content)
+            .ok()
+            .and_then(|t| localize_egress_selector(t, &mounts))
+        {
+            file.content = localized.into_bytes();
+        }
     }
     Ok(plan)
 }

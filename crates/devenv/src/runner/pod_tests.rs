@@ -271,3 +271,70 @@ fn an_image_of_an_unbuilt_version_is_refused_and_a_missing_secret_is_reported() 
     );
     assert_eq!(err.reason(), "ImageNotBuilt");
 }
+
+#[test]
+fn a_konnectivity_sidecar_listens_on_the_pod_address_and_the_egress_socket_moves_to_its_volume() {
+    let egress = "apiVersion: apiserver.k8s.io/v1beta1\nkind: EgressSelectorConfiguration\negressSelections:\n- name: cluster\n  connection:\n    proxyProtocol: GRPC\n    transport:\n      uds:\n        udsName: /run/konnectivity/konnectivity-server.socket\n";
+    let secrets: HashMap<String, Secret> =
+        [secret("konn", &[("egress-selector-configuration.yaml", egress)])]
+            .into_iter()
+            .collect();
+    let config_maps = HashMap::new();
+    let sources = Sources {
+        secrets: &secrets,
+        config_maps: &config_maps,
+    };
+    let spec: PodSpec = serde_json::from_value(json!({
+        "containers": [
+            {
+                "name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.34.4", "command": ["kube-apiserver"],
+                "args": ["--egress-selector-config-file=/etc/kubernetes/konnectivity/egress-selector-configuration.yaml"],
+                "volumeMounts": [{"name": "konnectivity-uds", "mountPath": "/run/konnectivity"}, {"name": "konnectivity-config", "mountPath": "/etc/kubernetes/konnectivity"}],
+            },
+            {
+                "name": "konnectivity-server", "image": "registry.k8s.io/kas-network-proxy/proxy-server:v0.34.0", "command": ["/proxy-server"],
+                "args": ["--uds-name=/run/konnectivity/konnectivity-server.socket", "--agent-port=8132", "--admin-bind-address=127.0.0.1"],
+                "volumeMounts": [{"name": "konnectivity-uds", "mountPath": "/run/konnectivity"}],
+            },
+        ],
+        "volumes": [
+            {"name": "konnectivity-uds", "emptyDir": {"medium": "Memory"}},
+            {"name": "konnectivity-config", "secret": {"secretName": "konn"}},
+        ],
+    }))
+    .unwrap();
+    let plan = plan(&spec, &sources, &Fake, &PathBuf::from("/tmp/pod"), IP).unwrap();
+
+    let file = &plan.files[0];
+    assert_eq!(
+        file.path,
+        PathBuf::from("/tmp/pod/v/konnectivity-config/egress-selector-configuration.yaml")
+    );
+    let localized: serde_yaml::Value = serde_yaml::from_slice(&file.content).unwrap();
+    assert_eq!(
+        localized["egressSelections"][0]["connection"]["transport"]["uds"]["udsName"].as_str(),
+        Some("/tmp/pod/v/konnectivity-uds/konnectivity-server.socket")
+    );
+    assert_eq!(
+        plan.containers[0].args,
+        vec![
+            "--egress-selector-config-file=/tmp/pod/v/konnectivity-config/egress-selector-configuration.yaml",
+            "--bind-address=127.1.2.3",
+        ]
+    );
+    assert_eq!(
+        plan.containers[1].program,
+        PathBuf::from("/bin/proxy-server-v0.34.0")
+    );
+    assert_eq!(
+        plan.containers[1].args,
+        vec![
+            "--uds-name=/tmp/pod/v/konnectivity-uds/konnectivity-server.socket",
+            "--agent-port=8132",
+            "--admin-bind-address=127.1.2.3",
+            "--server-bind-address=127.1.2.3",
+            "--agent-bind-address=127.1.2.3",
+            "--health-bind-address=127.1.2.3",
+        ]
+    );
+}
