@@ -16,7 +16,7 @@ use kube::{
 use super::build::{
     KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey, PHASE_LABEL,
     bootstrap_token::{CLUSTER_INFO, JWS_PREFIX},
-    coredns, kube_proxy,
+    coredns, konnectivity, kube_proxy,
     status::{Found, Rollout, SigningToken},
 };
 use crate::{
@@ -121,7 +121,7 @@ pub async fn present(client: &kube::Client) -> Result<HashMap<ObjectKey, String>
 /// What the tenant runs: the bootstrap tokens that should sign cluster-info and the signatures it
 /// carries, and the addons' rollouts. Only a token's id and usages are read from its Secret; its secret
 /// half is never kept.
-pub async fn observed(client: &kube::Client) -> Result<Found, Error> {
+pub async fn observed(client: &kube::Client, konnectivity_agent: Option<Kind>) -> Result<Found, Error> {
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), KUBE_PUBLIC);
     let cluster_info = config_maps.get_opt(CLUSTER_INFO);
     let params = ListParams::default().fields("type=bootstrap.kubernetes.io/token");
@@ -136,6 +136,10 @@ pub async fn observed(client: &kube::Client) -> Result<Found, Error> {
         daemon_sets.get_opt(kube_proxy::DAEMON_SET),
     )
     .await?;
+    let konnectivity = match konnectivity_agent {
+        Some(kind) => konnectivity_rollout(client, kind).await?,
+        None => None,
+    };
     let signed: BTreeSet<String> = cluster_info
         .and_then(|cm| cm.data)
         .unwrap_or_default()
@@ -160,6 +164,29 @@ pub async fn observed(client: &kube::Client) -> Result<Found, Error> {
             available: s.number_available.unwrap_or_default(),
             desired: s.desired_number_scheduled,
         }),
+        konnectivity,
+    })
+}
+
+/// The Konnectivity agents' rollout, of their DaemonSet or Deployment (`kind`, per `agent.mode`).
+async fn konnectivity_rollout(client: &kube::Client, kind: Kind) -> Result<Option<Rollout>, Error> {
+    Ok(match kind {
+        Kind::Deployment => Api::<Deployment>::namespaced(client.clone(), KUBE_SYSTEM)
+            .get_opt(konnectivity::AGENT)
+            .await?
+            .and_then(|d| d.status)
+            .map(|s| Rollout {
+                available: s.available_replicas.unwrap_or_default(),
+                desired: s.replicas.unwrap_or_default(),
+            }),
+        _ => Api::<DaemonSet>::namespaced(client.clone(), KUBE_SYSTEM)
+            .get_opt(konnectivity::AGENT)
+            .await?
+            .and_then(|d| d.status)
+            .map(|s| Rollout {
+                available: s.number_available.unwrap_or_default(),
+                desired: s.desired_number_scheduled,
+            }),
     })
 }
 

@@ -282,7 +282,13 @@ async fn sync(
         kept.applied = applied;
     }
     let outcome = result?;
-    let found = fetch::observed(&client).await?;
+    let agent = desired
+        .konnectivity
+        .iter()
+        .flatten()
+        .find(|o| o.key.name == build::konnectivity::AGENT)
+        .map(|o| o.key.kind);
+    let found = fetch::observed(&client, agent).await?;
     Ok((found, outcome.restored))
 }
 

@@ -168,6 +168,33 @@ pub async fn write_pki(
     }
 }
 
+/// Deletes the Konnectivity server's Secrets once the addon is out of the spec (the pod template no
+/// longer mounts them); the cache says whether they exist, so a tenant without the addon costs nothing.
+pub async fn prune_konnectivity(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<(), Error> {
+    if build::konnectivity(tcp).is_some() {
+        return Ok(());
+    }
+    let api = kube::Api::<Secret>::namespaced(ctx.client.clone(), namespace);
+    for name in [
+        build::konnectivity_certificate_name(tcp),
+        build::konnectivity_kubeconfig_name(tcp),
+    ] {
+        if !matches!(ctx.caches.secret(namespace, &name).await, Lookup::Found(_)) {
+            continue;
+        }
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// Applies `desired`, unless this controller applied the same desired object less than the resync
 /// interval ago and the cached object is still what that apply left (`version`: a Deployment's
 /// generation, a Service's resourceVersion). Returns the object as the API server has it.

@@ -173,6 +173,9 @@ async fn workload(
     ctx.metrics.phase("certificates", started.elapsed().as_secs_f64());
     build::pki_conditions(conditions, tcp, &pki);
     build::pki_status(owned, tcp, &pki, now);
+    apply::prune_konnectivity(tcp, ctx, &namespace)
+        .await
+        .map_err(|e| e.in_phase(Phase::Certificates))?;
 
     deployment(tcp, ctx, storage, &pki, conditions, owned, now)
         .await

@@ -597,6 +597,9 @@ pub struct AddonsStatus {
     /// kube-proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube_proxy: Option<AddonStatus>,
+    /// The Konnectivity agents (the server runs in the control-plane pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub konnectivity: Option<AddonStatus>,
 }
 
 /// One addon.

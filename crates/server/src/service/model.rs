@@ -260,7 +260,7 @@ pub struct AddonState {
 }
 
 /// The addons of a control plane. `installed` is what runs, `requested` what was asked for: they
-/// differ while the controller catches up, and for addons it does not run yet (Konnectivity).
+/// differ while the controller catches up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneAddons {
@@ -269,7 +269,7 @@ pub struct ControlPlaneAddons {
     pub core_dns: AddonState,
     /// kube-proxy.
     pub kube_proxy: AddonState,
-    /// Konnectivity (not installed by the controller yet: `installed` stays false).
+    /// Konnectivity: the server beside each kube-apiserver and the agents in the tenant cluster.
     pub konnectivity: AddonState,
     /// The `AddonsReady` condition: `True` when every requested addon is fully available in the tenant
     /// cluster; null until the controller reports it.

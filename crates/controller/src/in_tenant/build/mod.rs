@@ -3,12 +3,13 @@
 //! The objects are kubeadm's, by name and content: [`upload_config`] (`kube-system/kubeadm-config`,
 //! `kube-system/kubelet-config` and the Roles that let nodes read them), [`bootstrap_token`]
 //! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings), and
-//! the addons present in `spec.addons`: [`coredns`] and [`kube_proxy`]. Each object carries
+//! the addons present in `spec.addons`: [`coredns`], [`kube_proxy`] and [`konnectivity`]'s agents. Each object carries
 //! [`PHASE_LABEL`] naming its phase, which is how an object left behind (an addon removed from the
 //! spec) is found and deleted.
 
 pub mod bootstrap_token;
 pub mod coredns;
+pub mod konnectivity;
 pub mod kube_proxy;
 pub mod kubelet;
 pub mod status;
@@ -224,6 +225,8 @@ pub struct Desired {
     pub core_dns: Option<Vec<TenantObject>>,
     /// kube-proxy's objects, when `spec.addons.kubeProxy` is set.
     pub kube_proxy: Option<Vec<TenantObject>>,
+    /// The Konnectivity agents' objects, when `spec.addons.konnectivity` is set.
+    pub konnectivity: Option<Vec<TenantObject>>,
     /// Why `kube-system/kubelet-config` was left out: a configurationJSONPatches entry that does not apply.
     pub kubelet_error: Option<kubelet::PatchFailure>,
 }
@@ -236,6 +239,7 @@ impl Desired {
             .chain(&self.bootstrap_token)
             .chain(self.core_dns.iter().flatten())
             .chain(self.kube_proxy.iter().flatten())
+            .chain(self.konnectivity.iter().flatten())
     }
 
     /// Whether an object the tenant holds but no phase wants now is still to be kept: the last good
@@ -254,11 +258,13 @@ pub fn desired(facts: &Facts<'_>) -> Desired {
     let addons = facts.tcp.spec.addons.as_ref();
     let core_dns = addons.and_then(|a| a.core_dns.as_ref());
     let kube_proxy = addons.and_then(|a| a.kube_proxy.as_ref());
+    let konnectivity = addons.and_then(|a| a.konnectivity.as_ref());
     Desired {
         upload_config: labelled(upload_config, "upload-config"),
         bootstrap_token: labelled(bootstrap_token::objects(facts), "bootstrap-token"),
         core_dns: core_dns.map(|spec| labelled(coredns::objects(facts, spec), "coredns")),
         kube_proxy: kube_proxy.map(|spec| labelled(kube_proxy::objects(facts, spec), "kube-proxy")),
+        konnectivity: konnectivity.map(|spec| labelled(konnectivity::objects(facts, spec), "konnectivity")),
         kubelet_error,
     }
 }

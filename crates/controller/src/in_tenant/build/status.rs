@@ -18,7 +18,8 @@ use crate::{
 /// True when a node can join: cluster-info signed for every bootstrap token, and kubeadm-config,
 /// kubelet-config and the node-bootstrap RBAC in place.
 pub const NODE_JOIN_READY: &str = "NodeJoinReady";
-/// True when every addon in `spec.addons` (CoreDNS, kube-proxy) is fully available in the tenant.
+/// True when every addon in `spec.addons` (CoreDNS, kube-proxy, Konnectivity's agents) is fully
+/// available in the tenant.
 pub const ADDONS_READY: &str = "AddonsReady";
 /// The conditions the in-tenant phase owns.
 pub const OWNED: &[&str] = &[ADDONS_READY, NODE_JOIN_READY];
@@ -57,6 +58,8 @@ pub struct Found {
     pub core_dns: Option<Rollout>,
     /// The kube-proxy DaemonSet's rollout, if it exists.
     pub kube_proxy: Option<Rollout>,
+    /// The Konnectivity agents' rollout (DaemonSet or Deployment), if it exists.
+    pub konnectivity: Option<Rollout>,
 }
 
 impl Found {
@@ -157,6 +160,11 @@ pub fn report(
                     desired.kube_proxy.as_deref(),
                     now,
                 )),
+                konnectivity: Some(addon_status(
+                    previous_addons.konnectivity.as_ref(),
+                    desired.konnectivity.as_deref(),
+                    now,
+                )),
             });
             let (ready, reason, message) = join_readiness(desired, found);
             conditions.set(NODE_JOIN_READY, Some(ready), reason, message);
@@ -219,11 +227,19 @@ fn addons_readiness(desired: &Desired, found: &Found) -> (bool, &'static str, St
             rollout.available, rollout.desired
         ));
     }
+    if desired.konnectivity.is_some() {
+        let rollout = found.konnectivity.unwrap_or_default();
+        ready &= rollout.complete();
+        parts.push(format!(
+            "Konnectivity: {}/{} agents available",
+            rollout.available, rollout.desired
+        ));
+    }
     match (parts.is_empty(), ready) {
         (true, _) => (
             true,
             "NoAddons",
-            "spec.addons requests neither CoreDNS nor kube-proxy".into(),
+            "spec.addons requests none of CoreDNS, kube-proxy and Konnectivity".into(),
         ),
         (false, true) => (true, "AddonsAvailable", parts.join("; ")),
         (false, false) => (false, "AddonsNotAvailable", parts.join("; ")),

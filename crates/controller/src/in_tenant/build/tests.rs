@@ -465,7 +465,7 @@ fn addons_are_reported_as_installed_only_when_requested_and_ready_only_when_avai
     );
     assert_eq!(
         ready.message,
-        "CoreDNS: 0/0 replicas available; kube-proxy: available on 0/0 nodes"
+        "CoreDNS: 0/0 replicas available; kube-proxy: available on 0/0 nodes; Konnectivity: 0/0 agents available"
     );
     found.core_dns = Some(status::Rollout {
         available: 2,
@@ -478,6 +478,20 @@ fn addons_are_reported_as_installed_only_when_requested_and_ready_only_when_avai
     let r = report(&seed, &desired, Ok(&found), t0);
     let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
     assert_eq!(
+        (ready.status.as_str(), ready.message.as_str()),
+        (
+            "False",
+            "CoreDNS: 2/2 replicas available; kube-proxy: available on 3/3 nodes; Konnectivity: 0/0 agents available"
+        )
+    );
+    found.konnectivity = Some(status::Rollout {
+        available: 3,
+        desired: 3,
+    });
+    let r = report(&seed, &desired, Ok(&found), t0);
+    assert!(r.addons.as_ref().unwrap().konnectivity.as_ref().unwrap().enabled);
+    let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
+    assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("True", "AddonsAvailable")
     );
@@ -485,6 +499,7 @@ fn addons_are_reported_as_installed_only_when_requested_and_ready_only_when_avai
     let r = report(&bare, &super::desired(&facts(&bare)), Ok(&found), t0);
     let addons = r.addons.unwrap();
     assert!(!addons.core_dns.unwrap().enabled && !addons.kube_proxy.unwrap().enabled);
+    assert!(!addons.konnectivity.unwrap().enabled);
     let ready = r.conditions.iter().find(|c| c.type_ == "AddonsReady").unwrap();
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
@@ -542,4 +557,85 @@ fn a_written_report_reads_back_as_current_so_an_unchanged_pass_writes_nothing() 
         "2026-12-01T01:00:00Z".parse().unwrap(),
     );
     assert_eq!(again, first);
+}
+
+#[test]
+fn konnectivity_agents_dial_the_endpoint_host_with_a_token_for_the_servers_audience() {
+    let seed = seed();
+    let desired = desired(&facts(&seed));
+    let objects = desired.konnectivity.clone().unwrap();
+    let keys: Vec<(Kind, &str, &str)> = objects
+        .iter()
+        .map(|o| (o.key.kind, o.key.namespace.as_str(), o.key.name.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (Kind::ServiceAccount, "kube-system", "konnectivity-agent"),
+            (Kind::ClusterRoleBinding, "", "system:konnectivity-server"),
+            (Kind::DaemonSet, "kube-system", "konnectivity-agent"),
+        ]
+    );
+    let crb = &object(&objects, Kind::ClusterRoleBinding, "system:konnectivity-server").body;
+    assert_eq!(crb["roleRef"]["name"], "system:auth-delegator");
+    assert_eq!(
+        crb["subjects"],
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:konnectivity-server"}])
+    );
+    let ds = &object(&objects, Kind::DaemonSet, "konnectivity-agent").body;
+    assert_eq!(ds["metadata"]["labels"][PHASE_LABEL], "konnectivity");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "konnectivity-agent");
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        "registry.k8s.io/kas-network-proxy/proxy-agent:v0.34.0"
+    );
+    assert_eq!(
+        container["args"],
+        json!([
+            "--admin-server-port=8133",
+            "--ca-cert=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+            "--health-server-port=8134",
+            "--proxy-server-host=192.0.2.10",
+            "--proxy-server-port=8132",
+            "--service-account-token-path=/var/run/secrets/tokens/konnectivity-agent-token",
+        ])
+    );
+    assert_eq!(
+        pod["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"],
+        json!({"path": "konnectivity-agent-token", "audience": "system:konnectivity-server", "expirationSeconds": 3600})
+    );
+
+    // Mode Deployment: a Deployment of the given replicas, with the user's extra flags after ours.
+    let mut tcp = seed.clone();
+    tcp.spec.addons.as_mut().unwrap().konnectivity = Some(
+        serde_json::from_value(json!({
+            "server": {"port": 9132},
+            "agent": {"mode": "Deployment", "replicas": 2, "version": "v0.33.1", "extraArgs": ["--v=2", "--proxy-server-port=1"]},
+        }))
+        .unwrap(),
+    );
+    let objects = super::desired(&Facts {
+        endpoint: "[fd00::7]:6443",
+        ..facts(&tcp)
+    })
+    .konnectivity
+    .unwrap();
+    let deployment = &object(&objects, Kind::Deployment, "konnectivity-agent").body;
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        "registry.k8s.io/kas-network-proxy/proxy-agent:v0.33.1"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--proxy-server-host=fd00::7"), "{args:?}");
+    assert!(args.contains(&"--proxy-server-port=9132"), "{args:?}");
+    assert_eq!(args.last(), Some(&"--v=2"));
 }

@@ -73,7 +73,7 @@ pub fn etcd_servers_overrides(overrides: &[(String, Vec<String>)]) -> Option<Str
     })
 }
 
-fn kv(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
+pub(super) fn kv(pairs: &[(&str, String)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
@@ -135,7 +135,7 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
                 .unwrap_or_default()
         })
         .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| vec!["Hostname".into(), "InternalIP".into(), "ExternalIP".into()]);
+        .unwrap_or_else(|| default_address_types(tcp));
     let mut managed = kv(&[
         ("client-ca-file", format!("{PKI}/ca.crt")),
         ("enable-admission-plugins", admission.join(",")),
@@ -171,6 +171,9 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
         managed.insert("advertise-address".into(), address);
     }
     managed.extend(storage_flags(storage));
+    if konnectivity(tcp).is_some() {
+        managed.extend(apiserver_flags());
+    }
     let user = user_args(tcp, |e| e.api_server.clone());
     let mut defaults = kv(&[
         ("allow-privileged", "true".into()),
@@ -193,6 +196,17 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
     let mut merged = merge_args(&managed, &defaults, &user);
     merged.dropped.extend(own);
     merged
+}
+
+/// Upstream's `Hostname,InternalIP,ExternalIP`; with Konnectivity, InternalIP first: kube-apiserver
+/// resolves a node's host name itself, on the management side, before the tunnel sees the dial, and
+/// tenant node names rarely resolve there.
+fn default_address_types(tcp: &TenantControlPlane) -> Vec<String> {
+    let order: &[&str] = match konnectivity(tcp) {
+        Some(_) => &["InternalIP", "ExternalIP", "Hostname"],
+        None => &["Hostname", "InternalIP", "ExternalIP"],
+    };
+    order.iter().map(|t| t.to_string()).collect()
 }
 
 fn user_args(

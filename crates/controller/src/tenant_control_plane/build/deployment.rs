@@ -234,6 +234,9 @@ fn control_plane_containers(
     if kine {
         apiserver_mounts.push(mount("kine-uds", "/uds", false));
     }
+    if konnectivity(tcp).is_some() {
+        apiserver_mounts.extend([uds_mount(), config_mount()]);
+    }
     let apiserver = Container {
         name: "kube-apiserver".into(),
         image: Some(apiserver_image),
@@ -456,6 +459,10 @@ pub fn deployment(
         volumes.extend(kine.volumes);
         init_containers = kine.init_containers;
         containers.push(kine.container);
+    }
+    if let Some(k) = konnectivity(tcp) {
+        containers.push(server_container(tcp, k, version));
+        volumes.extend(konnectivity::volumes(tcp));
     }
     let pod_spec = PodSpec {
         init_containers: Some(init_containers),

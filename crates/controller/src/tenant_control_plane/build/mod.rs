@@ -5,6 +5,7 @@
 
 mod args;
 mod deployment;
+mod konnectivity;
 mod names;
 mod network;
 mod pki;
@@ -32,8 +33,8 @@ use kube::ResourceExt as _;
 use serde_json::json;
 
 pub use self::{
-    args::*, deployment::*, names::*, network::*, pki::*, secrets::*, service::*, status::*, storage::*,
-    version::*,
+    args::*, deployment::*, konnectivity::*, names::*, network::*, pki::*, secrets::*, service::*, status::*,
+    storage::*, version::*,
 };
 use crate::{
     Error, MANAGED_BY_LABEL, WorkloadSettings,
@@ -142,3 +143,6 @@ mod tests;
 
 #[cfg(test)]
 mod storage_tests;
+
+#[cfg(test)]
+mod konnectivity_tests;

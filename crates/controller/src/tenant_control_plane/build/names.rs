@@ -47,9 +47,9 @@ pub fn scheduler_kubeconfig_name(tcp: &TenantControlPlane) -> String {
     format!("{}-scheduler-kubeconfig", tcp.name_any())
 }
 
-/// Every PKI and kubeconfig Secret name, in generation order.
+/// Every PKI and kubeconfig Secret name, in generation order (Konnectivity's with the addon).
 pub fn pki_secret_names(tcp: &TenantControlPlane) -> Vec<String> {
-    vec![
+    let mut names = vec![
         ca_secret_name(tcp),
         front_proxy_ca_secret_name(tcp),
         sa_secret_name(tcp),
@@ -59,7 +59,14 @@ pub fn pki_secret_names(tcp: &TenantControlPlane) -> Vec<String> {
         admin_kubeconfig_name(tcp),
         controller_manager_kubeconfig_name(tcp),
         scheduler_kubeconfig_name(tcp),
-    ]
+    ];
+    if konnectivity(tcp).is_some() {
+        names.extend([
+            konnectivity_certificate_name(tcp),
+            konnectivity_kubeconfig_name(tcp),
+        ]);
+    }
+    names
 }
 
 /// Name of the kine environment Secret.

@@ -228,6 +228,9 @@ pub fn pki(
     let cas = b.cas()?;
     b.leaves(&cas, cluster_ip)?;
     b.kubeconfigs(&cas)?;
+    if konnectivity(tcp).is_some() {
+        b.konnectivity(&cas)?;
+    }
     Ok(b.out)
 }
 
@@ -455,6 +458,57 @@ impl PkiBuilder<'_> {
                 },
             )?;
         }
+        Ok(())
+    }
+}
+
+impl PkiBuilder<'_> {
+    /// The Konnectivity server's client certificate (`system:konnectivity-server`), and its kubeconfig
+    /// against the apiserver of its own pod beside the egress selector configuration.
+    fn konnectivity(&mut self, cas: &Cas) -> Result<(), Error> {
+        let (tcp, now, alg) = (self.tcp, self.now, self.settings.key_algorithm);
+        let (ca_cert, ca_key) = (cas.ca_cert.clone(), cas.ca_key.clone());
+        let certificate = self.secret(
+            konnectivity_certificate_name(tcp),
+            "konnectivity-certificate",
+            &["tls.crt", "tls.key"],
+            sha(&["konnectivity-certificate", SERVER_USER, &ca_cert]),
+            || {
+                let (cert, key, not_after) =
+                    issue((&ca_cert, &ca_key), alg, SERVER_USER, &[], Usage::Client, now)?;
+                Ok(Material {
+                    data: BTreeMap::from([("tls.crt".into(), cert), ("tls.key".into(), key)]),
+                    not_after,
+                })
+            },
+        )?;
+        let (cert, key) = (get(&certificate, "tls.crt")?, get(&certificate, "tls.key")?);
+        let server = format!("https://127.0.0.1:{}", port(tcp));
+        let egress = egress_selector();
+        let not_after = self
+            .out
+            .secrets
+            .last()
+            .and_then(|s| s.annotations().get(NOT_AFTER_ANNOTATION)?.parse().ok())
+            .unwrap_or_default();
+        self.secret(
+            konnectivity_kubeconfig_name(tcp),
+            "konnectivity-kubeconfig",
+            &[KUBECONFIG_KEY, EGRESS_KEY],
+            sha(&["konnectivity-kubeconfig", &server, &ca_cert, &cert, &egress]),
+            || {
+                Ok(Material {
+                    data: BTreeMap::from([
+                        (
+                            KUBECONFIG_KEY.into(),
+                            kubeconfig(&ca_cert, &server, SERVER_USER, &cert, &key)?,
+                        ),
+                        (EGRESS_KEY.into(), egress.clone()),
+                    ]),
+                    not_after,
+                })
+            },
+        )?;
         Ok(())
     }
 }

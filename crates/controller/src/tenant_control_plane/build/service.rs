@@ -7,7 +7,7 @@ use k8s_openapi::{
 
 use super::*;
 
-/// The Service `<tcp>` on `networkProfile.port`.
+/// The Service `<tcp>` on `networkProfile.port`, plus the Konnectivity server's port with the addon.
 pub fn service(tcp: &TenantControlPlane) -> Result<Service, Error> {
     let port = port(tcp);
     let type_ = tcp.spec.control_plane.service.service_type;
@@ -21,17 +21,28 @@ pub fn service(tcp: &TenantControlPlane) -> Result<Service, Error> {
                 format!("service type {type_:?} is not a string"),
             )
         })?;
+    let mut ports = vec![ServicePort {
+        name: Some("kube-apiserver".into()),
+        port,
+        target_port: Some(IntOrString::Int(port)),
+        protocol: Some("TCP".into()),
+        node_port: (type_ == ServiceType::NodePort).then_some(port),
+        ..Default::default()
+    }];
+    if let Some(k) = konnectivity(tcp) {
+        ports.push(ServicePort {
+            name: Some("konnectivity-server".into()),
+            port: k.server.port,
+            target_port: Some(IntOrString::Int(k.server.port)),
+            protocol: Some("TCP".into()),
+            node_port: (type_ == ServiceType::NodePort).then_some(k.server.port),
+            ..Default::default()
+        });
+    }
     let mut spec = ServiceSpec {
         type_: Some(type_name),
         selector: Some(BTreeMap::from([(TCP_NAME_LABEL.to_string(), tcp.name_any())])),
-        ports: Some(vec![ServicePort {
-            name: Some("kube-apiserver".into()),
-            port,
-            target_port: Some(IntOrString::Int(port)),
-            protocol: Some("TCP".into()),
-            node_port: (type_ == ServiceType::NodePort).then_some(port),
-            ..Default::default()
-        }]),
+        ports: Some(ports),
         ..Default::default()
     };
     if type_ == ServiceType::LoadBalancer

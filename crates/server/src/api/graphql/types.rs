@@ -286,7 +286,7 @@ pub struct AddonsStatus {
     pub core_dns: AddonStatus,
     /// kube-proxy.
     pub kube_proxy: AddonStatus,
-    /// Konnectivity (not installed by the controller yet).
+    /// Konnectivity: the server beside each kube-apiserver and the agents in the tenant cluster.
     pub konnectivity: AddonStatus,
     /// The `AddonsReady` condition: `True` when every requested addon is fully available; null until
     /// reported.
