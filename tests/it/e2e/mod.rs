@@ -7,6 +7,7 @@
 mod etcd;
 mod join_tokens;
 mod kine;
+mod konnectivity;
 mod lifecycle;
 mod node_join;
 mod nodes;

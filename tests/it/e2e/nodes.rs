@@ -12,7 +12,7 @@ use std::{
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment},
     certificates::v1::CertificateSigningRequest,
-    core::v1::{Namespace, Node, Pod, Secret},
+    core::v1::{Namespace, Node, Pod, Secret, Service},
 };
 use kube::{
     Api,
@@ -34,28 +34,38 @@ const NODE_READY: Duration = Duration::from_secs(90);
 const WORKLOADS: Duration = Duration::from_secs(120);
 
 /// A serving tenant cluster of its own stack.
-struct Serving {
-    stack: Stack,
+pub(super) struct Serving {
+    pub(super) stack: Stack,
     _etcd: Vec<LocalEtcd>,
+    /// The control plane's id in the API.
+    pub(super) id: String,
     /// `host:port` of the tenant API server.
-    endpoint: String,
+    pub(super) endpoint: String,
     /// The tenant CA (PEM), from the management cluster.
-    ca_pem: String,
+    pub(super) ca_pem: String,
     /// The tenant's admin client.
-    tenant: kube::Client,
+    pub(super) tenant: kube::Client,
 }
 
 /// One control plane through the API on an etcd pool of its own, Ready.
 async fn serving(prefix: &str, name: &str) -> Serving {
+    serving_with(prefix, name, json!({})).await
+}
+
+/// [`serving`] with `extra` fields in the create body (e.g. `addons`).
+pub(super) async fn serving_with(prefix: &str, name: &str, extra: serde_json::Value) -> Serving {
     let stack = stack(prefix, 1).await;
     let (_ca, etcd) = etcds(prefix, 1).await;
     stack.pool("etcd").await;
     stack
         .etcd_datastore("etcd", &etcd[0], &format!("ca-{}", stack.id))
         .await;
-    let created = stack
-        .create(0, json!({"name": name, "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": "etcd"}}))
-        .await;
+    let mut body =
+        json!({"name": name, "kubernetesVersion": "v1.34.4", "replicas": 1, "datastore": {"pool": "etcd"}});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        body[k] = v.clone();
+    }
+    let created = stack.create(0, body).await;
     let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
     let cp = stack.ready(0, &id, "v1.34.4").await;
     let endpoint = cp["status"]["endpoint"].as_str().unwrap().to_string();
@@ -69,6 +79,7 @@ async fn serving(prefix: &str, name: &str) -> Serving {
     Serving {
         stack,
         _etcd: etcd,
+        id,
         endpoint,
         ca_pem,
         tenant,
@@ -77,7 +88,7 @@ async fn serving(prefix: &str, name: &str) -> Serving {
 
 /// `sha256:<hex>` of the SubjectPublicKeyInfo of a PEM certificate, computed here on its own (not with
 /// the code under test).
-fn spki_hash(pem: &str) -> String {
+pub(super) fn spki_hash(pem: &str) -> String {
     let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
     let cert = pem.parse_x509().unwrap();
     let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
@@ -86,7 +97,7 @@ fn spki_hash(pem: &str) -> String {
 }
 
 /// A random bootstrap token as (id, secret).
-fn new_token() -> (String, String) {
+pub(super) fn new_token() -> (String, String) {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = [0u8; 22];
     getrandom::fill(&mut bytes).unwrap();
@@ -98,7 +109,7 @@ fn new_token() -> (String, String) {
 }
 
 /// Creates kubeadm's bootstrap token Secret for `(id, secret)` in the tenant's kube-system.
-async fn create_token(tenant: &kube::Client, id: &str, secret: &str) {
+pub(super) async fn create_token(tenant: &kube::Client, id: &str, secret: &str) {
     let object: Secret = serde_json::from_value(json!({
         "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
         "type": "bootstrap.kubernetes.io/token",
@@ -117,7 +128,7 @@ async fn create_token(tenant: &kube::Client, id: &str, secret: &str) {
 }
 
 /// The join command the API hands out, built from its parts.
-fn join_command(endpoint: &str, token: &str, hash: &str) -> String {
+pub(super) fn join_command(endpoint: &str, token: &str, hash: &str) -> String {
     format!("kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {hash}")
 }
 
@@ -195,6 +206,23 @@ async fn running_per_node(tenant: &kube::Client, namespace: &str, app: &str) -> 
     out
 }
 
+/// How many kube-system pods matching `selector` are Running on one of `nodes`.
+async fn running_on(tenant: &kube::Client, selector: &str, nodes: &BTreeSet<String>) -> Option<usize> {
+    let pods = Api::<Pod>::namespaced(tenant.clone(), "kube-system");
+    let params = ListParams::default().labels(selector);
+    let list = connected(|| pods.list(&params)).await.ok()?;
+    let running = list.items.iter().filter(|p| {
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        phase == Some("Running") && nodes.contains(&node)
+    });
+    Some(running.count())
+}
+
 /// A Deployment of 6 and a DaemonSet in `namespace`, pause containers.
 async fn create_workloads(tenant: &kube::Client, namespace: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap();
@@ -228,7 +256,7 @@ async fn create_workloads(tenant: &kube::Client, namespace: &str) {
 }
 
 /// Starts `names` on `bootstrap` and waits until all are Ready; prints and returns start → Ready.
-async fn start_ready(
+pub(super) async fn start_ready(
     base: &Path,
     names: &[String],
     bootstrap: &Bootstrap,
@@ -346,6 +374,28 @@ async fn three_hollow_nodes_join_with_only_a_discovered_bootstrap_run_a_deployme
     })
     .await;
     println!("agent pods per node: {agent:?}");
+
+    // The addons run on them: CoreDNS 2/2, kube-proxy once per node, kube-dns at the tenth service
+    // address, and the API reports AddonsReady.
+    eventually("CoreDNS 2/2 and kube-proxy 3/3 Running", WORKLOADS, || async {
+        let dns = running_on(&tenant, "k8s-app=kube-dns", &ours).await?;
+        let proxy = running_on(&tenant, "k8s-app=kube-proxy", &ours).await?;
+        (dns == 2 && proxy == 3).then_some(())
+    })
+    .await;
+    let services = Api::<Service>::namespaced(tenant.clone(), "kube-system");
+    let kube_dns = connected(|| services.get("kube-dns")).await.unwrap();
+    assert_eq!(kube_dns.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.10"));
+    let ready = eventually("AddonsReady True in the API", WORKLOADS, || async {
+        let cp = serving.stack.get(0, &serving.id).await;
+        let ready = cp["addons"]["ready"].clone();
+        (ready["status"] == "True").then_some(ready)
+    })
+    .await;
+    assert_eq!(
+        ready["message"],
+        "CoreDNS: 2/2 replicas available; kube-proxy: available on 3/3 nodes"
+    );
 
     // A revoked token: past the apiserver's 10 s token cache, a new node never gets in.
     let secrets = Api::<Secret>::namespaced(tenant.clone(), "kube-system");
