@@ -10,6 +10,10 @@
 //! the write limit of this apiserver. A second bare client then does the whole job without a
 //! controller: the TCP create, the finalizer, the etcd user, the owned objects, two status writes and
 //! the Deployment status, with no reads and no watches, as the limit of the job on this machine.
+//!
+//! `TCP_BENCH_IN_TENANT=on|off` runs the controller phase in the layout of [`standin`] instead (a real
+//! kube-apiserver standing in for every tenant cluster), with the in-tenant phase on or off, waits
+//! (with it on) until every TCP also has `NodeJoinReady`, and then measures a minute of steady state.
 
 #![allow(
     clippy::unwrap_used,
@@ -42,6 +46,9 @@ use tenantplane::{
     k8s::crd::{DataStore, TenantControlPlane},
     pki::Ca,
 };
+#[path = "tcp_scale/standin.rs"]
+mod standin;
+
 use tenantplane_devenv::localenv::{
     self,
     etcd::{EtcdOptions, LocalEtcd},
@@ -225,9 +232,14 @@ fn eleven_secrets(pki: &workload::Pki) -> Vec<Secret> {
     all
 }
 
-/// Plays kubelet + deployment controller: every Deployment of `NS` becomes available at once.
-async fn mark_deployments_available(kube: kube::Client) {
-    let api: Api<Deployment> = Api::namespaced(kube, NS);
+/// Plays kubelet + deployment controller: every Deployment of `NS` (of every namespace with
+/// `all`) becomes available at once.
+async fn mark_deployments_available(kube: kube::Client, all: bool) {
+    let api: Api<Deployment> = if all {
+        Api::all(kube)
+    } else {
+        Api::namespaced(kube, NS)
+    };
     let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()).applied_objects());
     while let Ok(Some(d)) = events.try_next().await {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -243,9 +255,9 @@ async fn mark_deployments_available(kube: kube::Client) {
     }
 }
 
-/// (TCPs with any version status, TCPs Ready), from the bench's watch cache (a LIST of every TCP twice
-/// a second would load the apiserver the controller is measured against).
-fn progress(store: &kube::runtime::reflector::Store<TenantControlPlane>) -> (usize, usize) {
+/// (TCPs with any version status, TCPs Ready, TCPs with `NodeJoinReady`), from the bench's watch cache
+/// (a LIST of every TCP twice a second would load the apiserver the controller is measured against).
+fn progress(store: &kube::runtime::reflector::Store<TenantControlPlane>) -> (usize, usize, usize) {
     let list = store.state();
     let state = |t: &TenantControlPlane| {
         t.status
@@ -260,7 +272,15 @@ fn progress(store: &kube::runtime::reflector::Store<TenantControlPlane>) -> (usi
         .iter()
         .filter(|t| state(t).as_deref() == Some("Ready"))
         .count();
-    (with_status, ready)
+    let joined = list
+        .iter()
+        .filter(|t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "NodeJoinReady"))
+        })
+        .count();
+    (with_status, ready, joined)
 }
 
 #[tokio::main]
@@ -277,6 +297,15 @@ async fn main() {
         kube,
         etcd,
     } = Stack::start(&dir.join("controller-stack")).await;
+    let in_tenant = standin::in_tenant();
+    let stand_in = match in_tenant {
+        Some(_) => {
+            let stand_in = standin::StandIn::start(&dir.join("stand-in")).await;
+            stand_in.seed(&kube, n, CONCURRENCY).await;
+            Some(stand_in)
+        }
+        None => None,
+    };
 
     let metrics_port = ports::claim().unwrap();
     // `TCP_BENCH_WRAPPER="heaptrack -o /tmp/controller"` runs the controller under a profiler.
@@ -291,14 +320,13 @@ async fn main() {
             .args([env!("CARGO_BIN_EXE_tenantplane")]),
         None => Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane")),
     };
+    let scope = match in_tenant {
+        Some(on) => ["--in-tenant".to_string(), on.to_string()],
+        None => ["--watch-namespace".to_string(), NS.to_string()],
+    };
     let spec = spec
-        .args([
-            "controller",
-            "--leader-election",
-            "false",
-            "--watch-namespace",
-            NS,
-        ])
+        .args(["controller", "--leader-election", "false"])
+        .args(scope)
         .env("TENANTPLANE_KUBECONFIG", kube_server.kubeconfig_path())
         .env(
             "TENANTPLANE_METRICS_LISTEN",
@@ -322,7 +350,7 @@ async fn main() {
             .spawn()
             .unwrap()
     });
-    tokio::spawn(mark_deployments_available(kube.clone()));
+    tokio::spawn(mark_deployments_available(kube.clone(), in_tenant.is_some()));
 
     let datastores: Api<DataStore> = Api::all(kube.clone());
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -337,8 +365,12 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let rss_idle = vm_hwm_mib(controller.pid());
+    let controller_cpu = || process::cpu_seconds(controller.pid()).map_or(0.0, |(_, s)| s);
 
-    let tcps: Api<TenantControlPlane> = Api::namespaced(kube.clone(), NS);
+    let tcps: Api<TenantControlPlane> = match in_tenant {
+        Some(_) => Api::all(kube.clone()),
+        None => Api::namespaced(kube.clone(), NS),
+    };
     let (store, writer) = kube::runtime::reflector::store();
     tokio::spawn(
         watcher(tcps.clone(), watcher::Config::default())
@@ -363,15 +395,29 @@ async fn main() {
             std::fs::write(path, bytes).unwrap();
         });
     }
-    let named = [(kube_etcd.pid(), "etcd (kube)"), (etcd.pid(), "etcd (DataStore)")];
+    let mut named = vec![(kube_etcd.pid(), "etcd (kube)"), (etcd.pid(), "etcd (DataStore)")];
+    if let Some(stand_in) = &stand_in {
+        named.extend(
+            stand_in
+                .pids()
+                .into_iter()
+                .map(|pid| (pid, "stand-in tenant apiserver")),
+        );
+    }
     let requests_before = apiserver_requests(&kube).await;
     let cpu_before = cpu_by_command(&named);
+    let controller_before = controller_cpu();
     let started = Instant::now();
     stream::iter(0..n)
         .for_each_concurrent(CONCURRENCY, |i| {
-            let tcps = tcps.clone();
+            let (kube, stand_in) = (kube.clone(), stand_in.as_ref());
             async move {
-                tcps.create(&PostParams::default(), &tcp(&format!("cp-{i}"), NS))
+                let (namespace, object) = match stand_in {
+                    Some(s) => (standin::namespace(i), s.tcp(i)),
+                    None => (NS.to_string(), tcp(&format!("cp-{i}"), NS)),
+                };
+                Api::<TenantControlPlane>::namespaced(kube, &namespace)
+                    .create(&PostParams::default(), &object)
                     .await
                     .unwrap();
             }
@@ -380,17 +426,18 @@ async fn main() {
     let created = started.elapsed();
     let mut last_report = Instant::now();
     let mut with_status_at = None;
+    let wait_joined = in_tenant == Some(true);
     let ready = loop {
-        let (with_status, ready) = progress(&store);
+        let (with_status, ready, joined) = progress(&store);
         if with_status == n && with_status_at.is_none() {
             with_status_at = Some(started.elapsed());
         }
-        if ready == n {
+        if ready == n && (!wait_joined || joined == n) {
             break ready;
         }
         if last_report.elapsed() > Duration::from_secs(15) {
             eprintln!(
-                "progress after {:>5.0?}: {with_status}/{n} with status, {ready}/{n} Ready",
+                "progress after {:>5.0?}: {with_status}/{n} with status, {ready}/{n} Ready, {joined}/{n} NodeJoinReady",
                 started.elapsed()
             );
             last_report = Instant::now();
@@ -403,13 +450,26 @@ async fn main() {
     let all_ready = started.elapsed();
     let requests_after = apiserver_requests(&kube).await;
     let cpu_after = cpu_by_command(&named);
+    let controller_phase_cpu = controller_cpu() - controller_before;
     let rss_peak = vm_hwm_mib(controller.pid());
-    let deployments = Api::<Deployment>::namespaced(kube.clone(), NS)
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .len();
+    // A minute of steady state: with the in-tenant phase, one resync pass per tenant.
+    let steady = match in_tenant {
+        Some(_) => {
+            let before = controller_cpu();
+            tokio::time::sleep(Duration::from_secs(65)).await;
+            Some((controller_cpu() - before, vm_hwm_mib(controller.pid())))
+        }
+        None => None,
+    };
+    let deployments = match in_tenant {
+        Some(_) => Api::<Deployment>::all(kube.clone()),
+        None => Api::<Deployment>::namespaced(kube.clone(), NS),
+    }
+    .list(&Default::default())
+    .await
+    .unwrap()
+    .items
+    .len();
     let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", metrics_port.port()))
         .await
         .unwrap()
@@ -480,7 +540,7 @@ async fn main() {
     let ready_status = store
         .state()
         .iter()
-        .find(|t| t.name_any() == "cp-0")
+        .find(|t| t.name_any() == "cp-0" || (in_tenant.is_some() && t.name_any() == standin::NAME))
         .and_then(|t| t.status.clone())
         .expect("cp-0 has a status");
     // The whole job runs on a fresh stack: etcd's auth store costs more with every user it holds.
@@ -514,7 +574,13 @@ async fn main() {
     }
     let rate = n as f64 / all_ready.as_secs_f64();
     let bare_rate = n as f64 / bare.as_secs_f64();
-    println!("n = {n} TenantControlPlanes on one etcd DataStore, controller concurrency 16");
+    match in_tenant {
+        Some(on) => println!(
+            "n = {n} TenantControlPlanes on one etcd DataStore, controller concurrency 16, a namespace each, one stand-in tenant apiserver, in-tenant phase {}",
+            if on { "on" } else { "off" }
+        ),
+        None => println!("n = {n} TenantControlPlanes on one etcd DataStore, controller concurrency 16"),
+    }
     println!("| measure | value |");
     println!("|---|---|");
     println!("| create requests done | {created:.1?} |");
@@ -538,6 +604,16 @@ async fn main() {
         rate / UPSTREAM_TCP_PER_SECOND
     );
     println!("| controller peak RSS (VmHWM) | {rss_idle:.1} MiB idle → {rss_peak:.1} MiB |");
+    println!(
+        "| controller CPU until done | {controller_phase_cpu:.1} s = {:.1} ms per TCP |",
+        1000.0 * controller_phase_cpu / n as f64
+    );
+    if let Some((cpu, hwm)) = steady {
+        println!(
+            "| controller CPU over the next 65 s (steady state) | {cpu:.1} s = {:.2} ms per TCP per minute; peak RSS then {hwm:.1} MiB |",
+            1000.0 * cpu * 60.0 / 65.0 / n as f64
+        );
+    }
     let interesting = [
         "reconcile_errors_total{",
         "reconciles_total{",
