@@ -11,39 +11,12 @@ use kube::Api;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use super::{Stack, connected, etcds, stack};
+use super::{
+    Stack, connected, etcds,
+    kubeadm::{ca_cert_hash, kubeadm_preflight},
+    stack,
+};
 use crate::{graphql, support::eventually};
-
-/// `sha256:<hex>` of a PEM certificate's SubjectPublicKeyInfo, computed here independently of the server.
-fn ca_cert_hash(pem: &str) -> String {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
-    let cert = pem.parse_x509().unwrap();
-    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// Runs `kubeadm join phase preflight` against `endpoint` with `token` and `ca_hash` (node checks
-/// ignored: this machine is no node); (succeeded, output).
-fn kubeadm_preflight(dir: &std::path::Path, endpoint: &str, token: &str, ca_hash: &str) -> (bool, String) {
-    let config = format!(
-        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken: {{apiServerEndpoint: \"{endpoint}\", token: \"{token}\", caCertHashes: [\"{ca_hash}\"]}}\nnodeRegistration: {{name: e2e-node, criSocket: unix:///var/run/containerd/containerd.sock, ignorePreflightErrors: [all]}}\ntimeouts: {{discovery: 15s}}\n"
-    );
-    let path = dir.join("join.yaml");
-    std::fs::write(&path, config).unwrap();
-    let kubeadm = tenantplane::runtime::assets::binary("kubeadm").unwrap();
-    let out = std::process::Command::new(kubeadm)
-        .args(["join", "phase", "preflight", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 /// The parts of `kubeadm join <endpoint> --token <token> --discovery-token-ca-cert-hash <hash>`.
 fn join_command(command: &str) -> (String, String, String) {

@@ -33,7 +33,8 @@ use tenantplane_devenv::localenv::{
 
 use super::{
     connected,
-    nodes::{create_token, join_command, new_token, serving_with, spki_hash, start_ready},
+    kubeadm::{ca_cert_hash, create_token, join_command, new_token},
+    nodes::{serving_with, start_ready},
 };
 use crate::support::eventually;
 
@@ -239,8 +240,14 @@ async fn kubelet_traffic_of_the_apiserver_goes_through_a_real_konnectivity_serve
     })
     .await;
     assert_eq!(binding.role_ref.name, "system:auth-delegator");
+    // The DaemonSet comes later in the same pass than the binding.
     let daemon_sets = Api::<DaemonSet>::namespaced(tenant.clone(), "kube-system");
-    let ds = connected(|| daemon_sets.get("konnectivity-agent")).await.unwrap();
+    let ds = eventually("the agents' DaemonSet", SETTLE, || async {
+        connected(|| daemon_sets.get_opt("konnectivity-agent"))
+            .await
+            .ok()?
+    })
+    .await;
     let args = ds.spec.unwrap().template.spec.unwrap().containers[0]
         .args
         .clone()
@@ -255,7 +262,7 @@ async fn kubelet_traffic_of_the_apiserver_goes_through_a_real_konnectivity_serve
     let join = join_command(
         &serving.endpoint,
         &format!("{id}.{secret}"),
-        &spki_hash(&serving.ca_pem),
+        &ca_cert_hash(&serving.ca_pem),
     );
     let bootstrap = discover(&join).await.unwrap();
     let base = localenv::scratch_dir("e2e-konnectivity").unwrap();

@@ -8,6 +8,7 @@ mod etcd;
 mod join_tokens;
 mod kine;
 mod konnectivity;
+mod kubeadm;
 mod lifecycle;
 mod node_join;
 mod nodes;

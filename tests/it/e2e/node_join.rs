@@ -16,67 +16,14 @@ use kube::{
 use serde_json::{Value, json};
 use tenantplane::k8s::crd::TenantControlPlane;
 
-use super::{connected, etcds, stack};
+use super::{
+    connected, etcds,
+    kubeadm::{ca_cert_hash, kubeadm_preflight, new_token, token_secret},
+    stack,
+};
 use crate::support::eventually;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// `sha256:<hex>` of a PEM certificate's SubjectPublicKeyInfo: kubeadm's `--discovery-token-ca-cert-hash`.
-fn ca_cert_hash(pem: &str) -> String {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
-    let cert = pem.parse_x509().unwrap();
-    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// A random bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`), as (id, secret).
-fn new_token() -> (String, String) {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = [0u8; 22];
-    getrandom::fill(&mut bytes).unwrap();
-    let text: String = bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect();
-    (text[..6].to_string(), text[6..].to_string())
-}
-
-/// kubeadm's bootstrap token Secret for `(id, secret)`.
-fn token_secret(id: &str, secret: &str) -> Secret {
-    serde_json::from_value(json!({
-        "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
-        "type": "bootstrap.kubernetes.io/token",
-        "stringData": {
-            "token-id": id, "token-secret": secret,
-            "usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
-            "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
-        },
-    }))
-    .unwrap()
-}
-
-/// Runs `kubeadm join phase preflight` against `endpoint` with `token` and `ca_hash` (node checks
-/// ignored: this machine is no node); (succeeded, output).
-fn kubeadm_preflight(dir: &std::path::Path, endpoint: &str, token: &str, ca_hash: &str) -> (bool, String) {
-    let config = format!(
-        "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken: {{apiServerEndpoint: \"{endpoint}\", token: \"{token}\", caCertHashes: [\"{ca_hash}\"]}}\nnodeRegistration: {{name: e2e-node, criSocket: unix:///var/run/containerd/containerd.sock, ignorePreflightErrors: [all]}}\ntimeouts: {{discovery: 15s}}\n"
-    );
-    let path = dir.join("join.yaml");
-    std::fs::write(&path, config).unwrap();
-    let kubeadm = tenantplane::runtime::assets::binary("kubeadm").unwrap();
-    let out = std::process::Command::new(kubeadm)
-        .args(["join", "phase", "preflight", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 /// The condition `type_` of a TenantControlPlane, as (status, reason, message).
 fn condition(tcp: &TenantControlPlane, type_: &str) -> Option<(String, String, String)> {

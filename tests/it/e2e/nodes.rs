@@ -25,7 +25,11 @@ use tenantplane_devenv::localenv::{
     node::{Bootstrap, HollowNode, JoinCommand, NodeError, discover, discover_with},
 };
 
-use super::{Stack, connected, etcds, stack};
+use super::{
+    Stack, connected, etcds,
+    kubeadm::{ca_cert_hash, create_token, join_command, new_token},
+    stack,
+};
 use crate::support::{self, eventually};
 
 /// Start → Ready of one hollow node (about 1 s when idle; generous for a loaded 2-core machine).
@@ -84,52 +88,6 @@ pub(super) async fn serving_with(prefix: &str, name: &str, extra: serde_json::Va
         ca_pem,
         tenant,
     }
-}
-
-/// `sha256:<hex>` of the SubjectPublicKeyInfo of a PEM certificate, computed here on its own (not with
-/// the code under test).
-pub(super) fn spki_hash(pem: &str) -> String {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
-    let cert = pem.parse_x509().unwrap();
-    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// A random bootstrap token as (id, secret).
-pub(super) fn new_token() -> (String, String) {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = [0u8; 22];
-    getrandom::fill(&mut bytes).unwrap();
-    let text: String = bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect();
-    (text[..6].to_string(), text[6..].to_string())
-}
-
-/// Creates kubeadm's bootstrap token Secret for `(id, secret)` in the tenant's kube-system.
-pub(super) async fn create_token(tenant: &kube::Client, id: &str, secret: &str) {
-    let object: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
-        "type": "bootstrap.kubernetes.io/token",
-        "stringData": {
-            "token-id": id, "token-secret": secret,
-            "usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
-            "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
-        },
-    }))
-    .unwrap();
-    let (secrets, post) = (
-        Api::<Secret>::namespaced(tenant.clone(), "kube-system"),
-        PostParams::default(),
-    );
-    connected(|| secrets.create(&post, &object)).await.unwrap();
-}
-
-/// The join command the API hands out, built from its parts.
-pub(super) fn join_command(endpoint: &str, token: &str, hash: &str) -> String {
-    format!("kubeadm join {endpoint} --token {token} --discovery-token-ca-cert-hash {hash}")
 }
 
 /// The first certificate of a PEM text, DER.
@@ -331,7 +289,7 @@ async fn three_hollow_nodes_join_with_only_a_discovered_bootstrap_run_a_deployme
     let join = join_command(
         &serving.endpoint,
         &format!("{id}.{secret}"),
-        &spki_hash(&serving.ca_pem),
+        &ca_cert_hash(&serving.ca_pem),
     );
     let bootstrap = discover(&join).await.unwrap();
     assert_eq!(bootstrap.ca_pem, serving.ca_pem);
@@ -454,7 +412,7 @@ async fn discovery_of_a_real_tenant_refuses_a_wrong_ca_hash_a_wrong_token_secret
     let serving = serving("e2e-discovery", "discovery").await;
     let (id, secret) = new_token();
     create_token(&serving.tenant, &id, &secret).await;
-    let hash = spki_hash(&serving.ca_pem);
+    let hash = ca_cert_hash(&serving.ca_pem);
     let endpoint = &serving.endpoint;
 
     // The right parts pass.
