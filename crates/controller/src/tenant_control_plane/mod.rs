@@ -208,7 +208,11 @@ async fn deployment(
     }
     let view = build::storage_view(storage);
     let built = build::deployment(tcp, &view, pki, &running, &ctx.settings.workload)?;
-    build::extra_args_condition(conditions, &built.apiserver_args);
+    build::extra_args_condition(
+        conditions,
+        &built.apiserver_args,
+        built.konnectivity_args.as_ref(),
+    );
     let applied = apply::deployment(ctx, tcp, &namespace, &built.deployment).await?;
     ctx.metrics.phase("deployment", started.elapsed().as_secs_f64());
 

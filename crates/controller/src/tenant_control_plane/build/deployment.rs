@@ -431,6 +431,8 @@ pub struct BuiltDeployment {
     pub deployment: Deployment,
     /// kube-apiserver's args.
     pub apiserver_args: Args,
+    /// konnectivity-server's args, with the addon.
+    pub konnectivity_args: Option<Args>,
 }
 
 /// The Deployment `<tcp>`.
@@ -460,9 +462,12 @@ pub fn deployment(
         init_containers = kine.init_containers;
         containers.push(kine.container);
     }
+    let mut konnectivity_args = None;
     if let Some(k) = konnectivity(tcp) {
-        containers.push(server_container(tcp, k, version));
+        let args = server_args(tcp, k);
+        containers.push(server_container(k, version, &args));
         volumes.extend(konnectivity::volumes(tcp));
+        konnectivity_args = Some(args);
     }
     let pod_spec = PodSpec {
         init_containers: Some(init_containers),
@@ -494,5 +499,6 @@ pub fn deployment(
     Ok(BuiltDeployment {
         deployment,
         apiserver_args: apiserver,
+        konnectivity_args,
     })
 }

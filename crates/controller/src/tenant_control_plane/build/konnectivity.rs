@@ -91,6 +91,8 @@ pub fn server_args(tcp: &TenantControlPlane, spec: &KonnectivitySpec) -> Args {
         ("server-port", "0".into()),
         ("agent-port", spec.server.port.to_string()),
         ("admin-port", ADMIN_PORT.to_string()),
+        // Metrics and profiling stay inside the pod (upstream's default, kept against extraArgs).
+        ("admin-bind-address", "127.0.0.1".into()),
         ("health-port", HEALTH_PORT.to_string()),
         ("agent-namespace", "kube-system".into()),
         ("agent-service-account", AGENT_SERVICE_ACCOUNT.into()),
@@ -105,14 +107,14 @@ pub fn server_args(tcp: &TenantControlPlane, spec: &KonnectivitySpec) -> Args {
     )
 }
 
-/// The `konnectivity-server` container.
-pub fn server_container(tcp: &TenantControlPlane, spec: &KonnectivitySpec, kubernetes: &str) -> Container {
+/// The `konnectivity-server` container, running `args` ([`server_args`]).
+pub fn server_container(spec: &KonnectivitySpec, kubernetes: &str, args: &Args) -> Container {
     Container {
         name: "konnectivity-server".into(),
         image: Some(server_image(spec, kubernetes)),
         image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["/proxy-server".into()]),
-        args: Some(server_args(tcp, spec).args),
+        args: Some(args.args.clone()),
         ports: Some(vec![
             ContainerPort {
                 name: Some("konnectivity".into()),

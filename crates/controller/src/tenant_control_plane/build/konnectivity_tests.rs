@@ -32,11 +32,15 @@ fn text(secret: &Secret, key: &str) -> String {
 #[test]
 fn the_server_runs_beside_the_apiserver_with_its_socket_certificates_and_port() {
     let t = with_konnectivity(json!({
-        "server": {"port": 8132, "extraArgs": ["--v=3", "--agent-port=9999"]},
+        "server": {"port": 8132, "extraArgs": ["--v=3", "--agent-port=9999", "--admin-bind-address=0.0.0.0"]},
     }));
     let settings = WorkloadSettings::default();
     let pki = pki(&t, &BTreeMap::new(), None, &settings, NOW).unwrap();
     let built = deployment(&t, &etcd(), &pki, "v1.34.4", &settings).unwrap();
+    assert_eq!(
+        built.konnectivity_args.unwrap().dropped,
+        ["--agent-port=9999", "--admin-bind-address=0.0.0.0"]
+    );
     let pod = built.deployment.spec.unwrap().template.spec.unwrap();
 
     let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
@@ -61,6 +65,7 @@ fn the_server_runs_beside_the_apiserver_with_its_socket_certificates_and_port() 
     assert_eq!(
         server.args.clone().unwrap(),
         [
+            "--admin-bind-address=127.0.0.1",
             "--admin-port=8133",
             "--agent-namespace=kube-system",
             "--agent-port=8132",

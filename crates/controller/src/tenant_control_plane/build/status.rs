@@ -314,8 +314,25 @@ pub fn version_condition(
 }
 
 /// `ExtraArgsApplied`: False naming the user flags that lost to managed ones.
-pub fn extra_args_condition(conditions: &mut Conditions<'_>, apiserver_args: &Args) {
-    if apiserver_args.dropped.is_empty() {
+pub fn extra_args_condition(
+    conditions: &mut Conditions<'_>,
+    apiserver_args: &Args,
+    konnectivity_args: Option<&Args>,
+) {
+    let mut dropped = Vec::new();
+    if !apiserver_args.dropped.is_empty() {
+        dropped.push(format!(
+            "extraArgs.apiServer flags dropped because Tenantplane manages them: {}",
+            apiserver_args.dropped.join(" ")
+        ));
+    }
+    if let Some(args) = konnectivity_args.filter(|a| !a.dropped.is_empty()) {
+        dropped.push(format!(
+            "addons.konnectivity.server.extraArgs flags dropped because Tenantplane manages them: {}",
+            args.dropped.join(" ")
+        ));
+    }
+    if dropped.is_empty() {
         conditions.set(
             EXTRA_ARGS_APPLIED,
             Some(true),
@@ -327,10 +344,7 @@ pub fn extra_args_condition(conditions: &mut Conditions<'_>, apiserver_args: &Ar
             EXTRA_ARGS_APPLIED,
             Some(false),
             "ManagedFlagsWin",
-            format!(
-                "extraArgs.apiServer flags dropped because Tenantplane manages them: {}",
-                apiserver_args.dropped.join(" ")
-            ),
+            dropped.join("; "),
         );
     }
 }

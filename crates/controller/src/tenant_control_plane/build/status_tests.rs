@@ -98,6 +98,7 @@ fn version_and_extra_args_conditions() {
             args: Vec::new(),
             dropped: vec!["--secure-port=1".into(), "--v=2".into()],
         },
+        None,
     );
     let set = c.into_vec();
     let version = condition(&set, VERSION_ACCEPTED);
@@ -117,6 +118,24 @@ fn version_and_extra_args_conditions() {
             "ManagedFlagsWin",
             "extraArgs.apiServer flags dropped because Tenantplane manages them: --secure-port=1 --v=2"
         )
+    );
+    let mut c = Conditions::new(&[], Some(4), now());
+    let konnectivity = Args {
+        args: Vec::new(),
+        dropped: vec!["--agent-port=1".into()],
+    };
+    extra_args_condition(
+        &mut c,
+        &Args {
+            args: Vec::new(),
+            dropped: Vec::new(),
+        },
+        Some(&konnectivity),
+    );
+    let set = c.into_vec();
+    assert_eq!(
+        condition(&set, EXTRA_ARGS_APPLIED).message,
+        "addons.konnectivity.server.extraArgs flags dropped because Tenantplane manages them: --agent-port=1"
     );
     let (running, refused) = version_to_run("v1.33.0", Some("v1.34.1"));
     let mut c = Conditions::new(&[], Some(4), now());
