@@ -561,6 +561,7 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names(
     let ready = app.call(Method::GET, &path, Some(&member), None).await;
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
     assert_eq!(ready.headers["content-type"], "application/yaml");
+    assert_eq!(ready.headers["cache-control"], "no-store");
     assert_eq!(ready.text, "apiVersion: v1\nkind: Config\n");
     let viewer = app.token(&slug, "tenant-viewer").await;
     assert_eq!(

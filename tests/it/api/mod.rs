@@ -168,6 +168,10 @@ impl App {
             )
             .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        assert_eq!(
+            r.headers["cache-control"], "no-store",
+            "a minted token is shown once"
+        );
         r.body["token"].as_str().unwrap().to_string()
     }
 

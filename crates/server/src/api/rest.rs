@@ -133,7 +133,8 @@ pub async fn get_tenant(
     with_request_id(service::tenants::get(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
 }
 
-/// Mints a token in the tenant (tenant admin). The JWT is shown only in this response.
+/// Mints a token in the tenant (tenant admin). The JWT is shown only in this response
+/// (`Cache-Control: no-store`).
 #[utoipa::path(post, path = "/tenants/{tenant}/tokens", tag = "tokens", security(("bearer" = [])), request_body = MintToken,
     params(("tenant" = String, Path, description = "Tenant slug")),
     responses((status = 201, description = "Created", body = MintedToken), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
@@ -144,12 +145,17 @@ pub async fn mint_token(
     rid: RequestId,
     Path(tenant): Path<String>,
     body: JsonBody<MintToken>,
-) -> ApiResult<(StatusCode, Json<MintedToken>)> {
+) -> ApiResult<Response> {
     let minted = with_request_id(
         service::tokens::mint(&state.ctx, &auth.0, &tenant, body.value, rid.0.as_deref()).await,
         &rid,
     )?;
-    Ok((StatusCode::CREATED, Json(minted)))
+    Ok((
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(minted),
+    )
+        .into_response())
 }
 
 /// The tenant's tokens (tenant admin).
@@ -371,7 +377,8 @@ pub async fn delete_control_plane(
     Ok(accepted_response(&tenant, status, value))
 }
 
-/// The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready.
+/// The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
+/// private key: `Cache-Control: no-store`.
 #[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/kubeconfig", tag = "control-planes", security(("bearer" = [])),
     params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
     responses((status = 200, description = "kubeconfig YAML", content_type = "application/yaml", body = String),
@@ -386,7 +393,14 @@ pub async fn kubeconfig(
         service::control_planes::kubeconfig(&state.ctx, state.kube.as_ref(), &auth.0, &tenant, &id).await,
         &rid,
     )?;
-    Ok(([(header::CONTENT_TYPE, "application/yaml")], content).into_response())
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/yaml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        content,
+    )
+        .into_response())
 }
 
 /// Creates a node join token (tenant admin): a kubeadm bootstrap token in the control plane's tenant
