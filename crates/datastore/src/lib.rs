@@ -14,10 +14,11 @@
 //! **Ownership.** Every name a tenant holds (schema and user) is owned by exactly one
 //! TenantControlPlane UID ([`Owner`]), recorded in the datastore itself next to the name: an etcd key
 //! outside every tenant's range, `COMMENT ON ROLE/DATABASE` in PostgreSQL, a registry table in
-//! MySQL/MariaDB, the bucket description in NATS. Provisioning claims a free name atomically, works on a
-//! name marked with the caller's UID, and refuses a name marked with another UID
-//! ([`DatastoreError::NameTaken`]) or an existing name without a marker ([`DatastoreError::ForeignObject`]:
-//! never adopted). Deprovisioning removes only what is marked with the caller's UID.
+//! MySQL/MariaDB, the `tenantplane-owners` KV bucket in NATS (key = the kine bucket's name).
+//! Provisioning claims a free name atomically, works on a name marked with the caller's UID, and refuses a
+//! name marked with another UID ([`DatastoreError::NameTaken`]) or an existing name without a marker
+//! ([`DatastoreError::ForeignObject`]: never adopted). Deprovisioning removes only what is marked with
+//! the caller's UID.
 
 use tenantplane_core::secret;
 use tenantplane_crd as k8s;
