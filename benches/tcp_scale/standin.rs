@@ -7,7 +7,7 @@
 //! content (kubeadm-config names the cluster after the TCP): a pass finds what the previous tenant's
 //! pass applied, as it would find its own. `off` runs the same layout with `--in-tenant false`.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use futures::{StreamExt as _, stream};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
@@ -132,4 +132,63 @@ fn seeded_ca(ca: &CertKey, template: &TenantControlPlane) -> Secret {
     secret.data = Some(data);
     secret.metadata.owner_references = None;
     secret
+}
+
+/// The controller phase's figures in this layout.
+pub struct Report {
+    /// TenantControlPlanes.
+    pub n: usize,
+    /// Whether the in-tenant phase ran.
+    pub on: bool,
+    /// Until every TCP was Ready (and, with the phase on, had `NodeJoinReady`).
+    pub all_ready: Duration,
+    /// TCPs Ready then.
+    pub ready: usize,
+    /// The controller's VmHWM when idle and at the end (MiB).
+    pub rss: (f64, f64),
+    /// The controller's CPU seconds in that phase.
+    pub controller_cpu: f64,
+    /// The controller's CPU seconds over the next 65 s, and its VmHWM then.
+    pub steady: Option<(f64, f64)>,
+}
+
+impl Report {
+    /// Prints the table.
+    pub fn print(&self) {
+        let n = self.n as f64;
+        println!(
+            "n = {} TenantControlPlanes, a namespace each, one etcd DataStore, one stand-in tenant apiserver, controller concurrency 16, in-tenant phase {}",
+            self.n,
+            if self.on { "on" } else { "off" }
+        );
+        println!("| measure | value |");
+        println!("|---|---|");
+        let until = if self.on {
+            "Ready and NodeJoinReady"
+        } else {
+            "Ready"
+        };
+        println!(
+            "| every TCP {until} | {:.1?} ({}/{} Ready) = {:.2} TCP/s |",
+            self.all_ready,
+            self.ready,
+            self.n,
+            n / self.all_ready.as_secs_f64()
+        );
+        println!(
+            "| controller CPU until then | {:.1} s = {:.1} ms per TCP |",
+            self.controller_cpu,
+            1000.0 * self.controller_cpu / n
+        );
+        println!(
+            "| controller peak RSS (VmHWM) | {:.1} MiB idle → {:.1} MiB |",
+            self.rss.0, self.rss.1
+        );
+        if let Some((cpu, hwm)) = self.steady {
+            println!(
+                "| controller CPU over the next 65 s (steady state) | {cpu:.1} s = {:.2} ms per TCP per minute; VmHWM {hwm:.1} MiB |",
+                1000.0 * cpu * 60.0 / 65.0 / n
+            );
+        }
+    }
 }
