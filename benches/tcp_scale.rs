@@ -236,11 +236,11 @@ fn eleven_secrets(pki: &workload::Pki) -> Vec<Secret> {
 /// `all`) becomes available at once.
 async fn mark_deployments_available(kube: kube::Client, all: bool) {
     let api: Api<Deployment> = if all {
-        Api::all(kube)
+        Api::all(kube.clone())
     } else {
-        Api::namespaced(kube, NS)
+        Api::namespaced(kube.clone(), NS)
     };
-    let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()).applied_objects());
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
     while let Ok(Some(d)) = events.try_next().await {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let generation = d.metadata.generation;
@@ -249,7 +249,8 @@ async fn mark_deployments_available(kube: kube::Client, all: bool) {
             continue;
         }
         let patch = available(generation, replicas);
-        let _ = api
+        let namespace = d.namespace().unwrap_or_else(|| NS.to_string());
+        let _ = Api::<Deployment>::namespaced(kube.clone(), &namespace)
             .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
             .await;
     }
