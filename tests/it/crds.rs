@@ -402,3 +402,33 @@ async fn version_without_v_and_patch_is_rejected() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_konnectivity_port_taken_in_the_pod_is_rejected() {
+    let api = tcp_api().await;
+    let message = "addons.konnectivity.server.port must differ from networkProfile.port (default 6443) and from 8133, 8134, 10257 and 10259: every port of the control-plane pod is its own";
+    let same_as_the_api_server = tcp_value(json!({"addons": {"konnectivity": {"server": {"port": 6443}}}}));
+    let rejected = create_rejected(&api, same_as_the_api_server).await;
+    assert!(rejected.contains(message), "{rejected}");
+    let default_api_server_port = tcp_value(json!({
+        "networkProfile": null,
+        "addons": {"konnectivity": {"server": {"port": 6443}}},
+    }));
+    let rejected = create_rejected(&api, default_api_server_port).await;
+    assert!(rejected.contains(message), "{rejected}");
+    let health_port = tcp_value(json!({"addons": {"konnectivity": {"server": {"port": 8134}}}}));
+    let rejected = create_rejected(&api, health_port).await;
+    assert!(rejected.contains(message), "{rejected}");
+}
+
+#[tokio::test]
+async fn an_api_server_port_taken_in_the_pod_is_rejected() {
+    let api = tcp_api().await;
+    let scheduler = tcp_value(json!({"networkProfile": {"port": 10259}, "addons": null}));
+    let rejected = create_rejected(&api, scheduler).await;
+    assert!(rejected.contains("networkProfile.port must not be 10257 or 10259: kube-controller-manager and kube-scheduler listen there in the control-plane pod"), "{rejected}");
+    let konnectivity_admin = tcp_value(json!({"networkProfile": {"port": 8133}}));
+    let rejected = create_rejected(&api, konnectivity_admin).await;
+    assert!(rejected.contains("with Konnectivity, networkProfile.port must not be 8133 or 8134: the konnectivity-server sidecar's admin and health ports"), "{rejected}");
+    created_tcp(&api, json!({"networkProfile": {"port": 8133}, "addons": null})).await;
+}
