@@ -168,7 +168,11 @@ async fn update_honours_if_match_and_version_rules() {
             Some(json!({"kubernetesVersion": "v1.33.9"})),
         )
         .await;
-    assert_eq!(down.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        down.status,
+        StatusCode::CONFLICT,
+        "a downgrade conflicts with the running version"
+    );
     assert_eq!(
         down.body["errors"],
         json!([{"field": "kubernetesVersion", "message": "downgrading from v1.34.0 to v1.33.9 is not supported"}])
@@ -206,7 +210,11 @@ async fn upgrades_cannot_skip_a_minor() {
             Some(json!({"kubernetesVersion": "v1.33.0"})),
         )
         .await;
-    assert_eq!(skip.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        skip.status,
+        StatusCode::CONFLICT,
+        "a skipped minor conflicts with the running version"
+    );
     assert_eq!(
         skip.body["errors"][0]["message"],
         "upgrading from v1.31.0 to v1.33.0 skips a minor version: upgrade to v1.32.x first"
@@ -279,7 +287,7 @@ async fn idempotency_key_replays_the_first_response_and_refuses_another_body() {
             &[("idempotency-key", "k-1")],
         )
         .await;
-    assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(other.status, StatusCode::CONFLICT);
     assert_eq!(other.body["title"], "Idempotency-Key reused");
     let count: i64 = sqlx::query_scalar("select count(*) from control_planes")
         .fetch_one(&app.ctx.db)

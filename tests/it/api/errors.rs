@@ -135,14 +135,7 @@ async fn every_invalid_field_is_listed() {
         .collect();
     assert_eq!(
         fields,
-        [
-            "name",
-            "kubernetesVersion",
-            "replicas",
-            "port",
-            "offload",
-            "datastore.name"
-        ]
+        ["name", "kubernetesVersion", "replicas", "port", "offload"]
     );
     assert_eq!(
         r.body["errors"][1]["message"],
@@ -151,6 +144,20 @@ async fn every_invalid_field_is_listed() {
     assert_eq!(
         r.body["errors"][2]["message"],
         "must be between 0 and 9 (0 puts the control plane to sleep)"
+    );
+    // A well-formed DataStore choice is a role question, answered once the input is valid: 403.
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/control-planes"),
+            Some(&member),
+            Some(json!({"name": "good", "kubernetesVersion": "v1.33.2", "datastore": {"name": "etcd-1"}})),
+        )
+        .await;
+    assert_problem(&r, StatusCode::FORBIDDEN, "Forbidden");
+    assert_eq!(
+        r.body["detail"],
+        "datastore.name: only platform admins may pick a DataStore; give a pool or labels instead"
     );
 }
 

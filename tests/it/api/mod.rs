@@ -1,6 +1,7 @@
 //! The REST API over real HTTP against real PostgreSQL.
 
 pub mod auth_matrix;
+mod contract;
 mod control_planes;
 mod errors;
 mod external_issuers;

@@ -102,7 +102,43 @@ async fn a_node_port_outside_the_range_is_422_on_port() {
 }
 
 #[tokio::test]
-async fn a_node_port_taken_by_another_live_control_plane_is_422_on_port() {
+async fn a_port_taken_inside_the_control_plane_pod_is_422_on_port() {
+    let app = spawn_app().await;
+    let slug = app.tenant("podport").await;
+    let member = app.token(&slug, "tenant-member").await;
+    let r = create(
+        &app,
+        &slug,
+        &member,
+        json!({"name": "sched", "kubernetesVersion": "v1.33.2", "port": 10259}),
+    )
+    .await;
+    assert_invalid(
+        &r,
+        "port",
+        "10259 is taken in the control-plane pod: kube-controller-manager and kube-scheduler listen on 10257 and 10259; pick another port",
+    );
+    let with_konnectivity = |port: i32| json!({"name": "konn", "kubernetesVersion": "v1.33.2", "port": port, "addons": {"konnectivity": true}});
+    let r = create(&app, &slug, &member, with_konnectivity(8132)).await;
+    assert_invalid(
+        &r,
+        "port",
+        "8132 is taken in the control-plane pod: the konnectivity-server sidecar listens on 8132, 8133 and 8134; pick another port",
+    );
+    assert_eq!(count(&app).await, 0, "nothing was recorded");
+    // Without Konnectivity the sidecar's ports are free.
+    let r = create(
+        &app,
+        &slug,
+        &member,
+        json!({"name": "konn", "kubernetesVersion": "v1.33.2", "port": 8132}),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+}
+
+#[tokio::test]
+async fn a_node_port_taken_by_another_live_control_plane_is_409_on_port() {
     let app = spawn_app().await;
     let a = app.tenant("npa").await;
     let b = app.tenant("npb").await;
@@ -114,10 +150,13 @@ async fn a_node_port_taken_by_another_live_control_plane_is_422_on_port() {
     assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.text);
     // Node ports are cluster-wide: another tenant cannot take it either.
     let r = create(&app, &b, &member_b, body("second")).await;
-    assert_invalid(
-        &r,
-        "port",
-        "NodePort 30443 is already taken by another control plane: node ports are unique in the cluster",
+    // Well-formed, but taken: a conflict with the current state, naming the field.
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    assert_eq!(r.headers["content-type"], "application/problem+json");
+    assert_eq!(r.body["type"], "https://tenantplane.dev/problems/conflict");
+    assert_eq!(
+        r.body["errors"],
+        json!([{"field": "port", "message": "NodePort 30443 is already taken by another control plane: node ports are unique in the cluster"}])
     );
     assert_eq!(count(&app).await, 1);
     // Once the first is deleted (gone from the cluster), the port is free again.
@@ -134,7 +173,7 @@ async fn a_node_port_taken_by_another_live_control_plane_is_422_on_port() {
     let r = create(&app, &b, &member_b, body("second")).await;
     assert_eq!(
         r.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::CONFLICT,
         "still held while deleting: {}",
         r.text
     );

@@ -158,8 +158,9 @@ async fn update_control_plane_changes_the_spec_and_checks_if_match() {
     )
     .await;
     assert_eq!(
-        downgrade["updateControlPlane"]["userErrors"][0]["field"],
-        "kubernetesVersion"
+        downgrade["updateControlPlane"]["userErrors"][0],
+        json!({"field": "kubernetesVersion", "message": "downgrading from v1.33.2 to v1.32.0 is not supported",
+               "code": "CONFLICT"})
     );
 }
 

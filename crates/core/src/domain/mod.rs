@@ -1,6 +1,7 @@
 //! Domain rules: names, versions, roles and the shapes of a control-plane request. No I/O.
 
 mod row;
+pub mod schema;
 
 use std::{fmt, str::FromStr};
 
@@ -303,6 +304,78 @@ pub fn check_secret_key(field: &str, value: &str) -> Result<(), FieldError> {
     }
 }
 
+/// Whether `c` is whitespace at the ends of a display name (Unicode `White_Space`).
+fn is_edge_space(c: char) -> bool {
+    c.is_whitespace()
+}
+
+/// A display name: 1-200 characters, no control characters, no whitespace at either end.
+pub fn check_display_name(field: &str, value: &str) -> Result<(), FieldError> {
+    let ok = (1..=200).contains(&value.chars().count())
+        && !value.chars().any(char::is_control)
+        && !value.starts_with(is_edge_space)
+        && !value.ends_with(is_edge_space);
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            field,
+            "must be 1 to 200 characters, without control characters or whitespace at either end",
+        ))
+    }
+}
+
+/// A free-text description: at most `max` characters, no control characters.
+pub fn check_description(field: &str, value: &str, max: usize) -> Result<(), FieldError> {
+    if value.chars().count() > max {
+        Err(FieldError::new(
+            field,
+            format!("must be at most {max} characters"),
+        ))
+    } else if value.chars().any(char::is_control) {
+        Err(FieldError::new(field, "must not contain control characters"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A bare `host:port` endpoint: a host name or IPv4 address (letters, digits, `.`, `_`, `-`) or a
+/// bracketed IPv6 address, and a port from 1 to 65535 without leading zeros.
+pub fn check_endpoint(field: &str, value: &str) -> Result<(), FieldError> {
+    let host_ok = |host: &str| match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ip) => {
+            !ip.is_empty()
+                && ip
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'))
+        }
+        None => {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        }
+    };
+    let port_ok = |port: &str| {
+        (1..=5).contains(&port.len())
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && !port.starts_with('0')
+            && port.parse::<u32>().is_ok_and(|p| p <= 65535)
+    };
+    match value.rsplit_once(':') {
+        Some((host, port)) if host_ok(host) && port_ok(port) => Ok(()),
+        _ => Err(FieldError::new(
+            field,
+            "must be a bare host:port without a scheme: a host name, an IPv4 address or a bracketed IPv6 address, and a port from 1 to 65535",
+        )),
+    }
+}
+
+/// An `Idempotency-Key`: 1-255 visible ASCII characters (no spaces).
+pub fn is_idempotency_key(value: &str) -> bool {
+    (1..=255).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// A NodePort control plane's port must lie in the cluster's NodePort range.
 pub fn check_node_port(field: &str, range: PortRange, port: i32) -> Result<(), FieldError> {
     if range.contains(port) {
@@ -315,6 +388,27 @@ pub fn check_node_port(field: &str, range: PortRange, port: i32) -> Result<(), F
             ),
         ))
     }
+}
+
+/// Ports kube-controller-manager and kube-scheduler listen on inside the control-plane pod.
+pub const CONTROLLER_PORTS: [i32; 2] = [10257, 10259];
+/// Ports of the konnectivity-server sidecar: agents (as the API creates it), admin and health.
+pub const KONNECTIVITY_PORTS: [i32; 3] = [8132, 8133, 8134];
+
+/// The API server's port must be free in the control-plane pod, where every container shares one
+/// network namespace.
+pub fn check_api_server_port(field: &str, port: i32, konnectivity: bool) -> Result<(), FieldError> {
+    let taken_by = if CONTROLLER_PORTS.contains(&port) {
+        "kube-controller-manager and kube-scheduler listen on 10257 and 10259"
+    } else if konnectivity && KONNECTIVITY_PORTS.contains(&port) {
+        "the konnectivity-server sidecar listens on 8132, 8133 and 8134"
+    } else {
+        return Ok(());
+    };
+    Err(FieldError::new(
+        field,
+        format!("{port} is taken in the control-plane pod: {taken_by}; pick another port"),
+    ))
 }
 
 /// Checks an upgrade: never down, never skipping a minor.
@@ -339,10 +433,24 @@ pub fn check_upgrade(field: &str, from: KubeVersion, to: KubeVersion) -> Result<
 }
 
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
+    ($(#[doc = $doc:literal])+ $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])+
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         pub enum $name { $($(#[$vmeta])* #[serde(rename = $text)] $variant),+ }
+
+        // By hand: utoipa's derive reads no `serde(rename)` given through a macro literal, and would
+        // document the variant names instead of the wire spellings.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description(Some([$($doc),+].map(str::trim).join("\n")))
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
 
         impl $name {
             /// Every value, in declaration order.
@@ -574,6 +682,32 @@ mod tests {
             let within = (30000..=32767).contains(&port);
             proptest::prop_assert_eq!(check_node_port("port", PortRange::NODE_PORTS, port).is_ok(), within);
         }
+    }
+
+    #[test]
+    fn the_api_server_port_must_be_free_in_the_pod() {
+        for free in [6443, 443, 8132, 8134, 10250] {
+            assert!(check_api_server_port("port", free, false).is_ok(), "{free}");
+        }
+        for taken in [10257, 10259] {
+            let error = check_api_server_port("port", taken, false).unwrap_err();
+            assert_eq!(error.field, "port");
+            assert_eq!(
+                error.message,
+                format!(
+                    "{taken} is taken in the control-plane pod: kube-controller-manager and kube-scheduler listen on 10257 and 10259; pick another port"
+                )
+            );
+        }
+        for taken in [8132, 8133, 8134] {
+            assert_eq!(
+                check_api_server_port("port", taken, true).unwrap_err().message,
+                format!(
+                    "{taken} is taken in the control-plane pod: the konnectivity-server sidecar listens on 8132, 8133 and 8134; pick another port"
+                )
+            );
+        }
+        assert!(check_api_server_port("port", 6443, true).is_ok());
     }
 
     #[test]

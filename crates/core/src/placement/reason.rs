@@ -36,6 +36,18 @@ pub enum Reason {
     NoOverrideOnCa,
 }
 
+impl utoipa::PartialSchema for Reason {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some("The hard constraint a DataStore failed."))
+            .enum_values(Some(Reason::ALL.map(Reason::as_str)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Reason {}
+
 impl Reason {
     /// Every reason, in check order.
     pub const ALL: [Reason; 13] = [

@@ -137,6 +137,13 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(detail) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
             }
+            ServiceError::ConflictFields(errors) => {
+                let mut e = ApiError::invalid(errors);
+                e.problem.status = StatusCode::CONFLICT.as_u16();
+                e.problem.type_ = "https://tenantplane.dev/problems/conflict".into();
+                e.problem.title = "Conflict".into();
+                e
+            }
             ServiceError::PreconditionFailed(etag) => {
                 let mut e = ApiError::new(
                     StatusCode::PRECONDITION_FAILED,
@@ -151,7 +158,7 @@ impl From<ServiceError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "not-ready", "Not ready yet", detail)
             }
             ServiceError::IdempotencyKeyReused => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
+                StatusCode::CONFLICT,
                 "idempotency-key-reused",
                 "Idempotency-Key reused",
                 err.to_string(),
@@ -222,15 +229,15 @@ mod tests {
     }
 
     #[test]
-    fn a_reused_idempotency_key_is_a_422_of_its_own_type() {
+    fn a_reused_idempotency_key_is_a_409_of_its_own_type() {
         let (status, body) = problem(ServiceError::IdempotencyKeyReused);
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(status, StatusCode::CONFLICT);
         assert_eq!(
             body,
             serde_json::json!({
                 "type": "https://tenantplane.dev/problems/idempotency-key-reused",
                 "title": "Idempotency-Key reused",
-                "status": 422,
+                "status": 409,
                 "detail": "this Idempotency-Key was used with a different request body; use a new key",
             })
         );

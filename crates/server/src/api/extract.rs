@@ -56,6 +56,13 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         let hash = ring::digest::digest(&ring::digest::SHA256, &bytes)
             .as_ref()
             .to_vec();
+        // Every body is an object: serde would also read a struct from an array (`[null, null]`).
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                Ok(_) => ApiError::invalid(vec![FieldError::new("", "the body must be a JSON object")]),
+                Err(e) => ApiError::malformed(format!("the body is not valid JSON: {e}")),
+            });
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
             let path = err.path().to_string();
@@ -141,7 +148,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
     }
 }
 
-/// The `Idempotency-Key` header, if any (1–255 visible ASCII characters).
+/// The `Idempotency-Key` header, if any (1–255 visible ASCII characters, no spaces).
 #[derive(Debug, Clone)]
 pub struct IdempotencyKey(pub Option<String>);
 
@@ -155,11 +162,11 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
                 let key = v
                     .to_str()
                     .ok()
-                    .filter(|k| !k.is_empty() && k.len() <= 255)
+                    .filter(|k| crate::domain::is_idempotency_key(k))
                     .ok_or_else(|| {
                         ApiError::invalid(vec![FieldError::new(
                             "Idempotency-Key",
-                            "must be 1 to 255 visible ASCII characters",
+                            "must be 1 to 255 visible ASCII characters, without spaces",
                         )])
                     })?;
                 Ok(IdempotencyKey(Some(key.to_string())))

@@ -5,6 +5,7 @@ pub mod error;
 pub mod extract;
 pub mod graphql;
 pub mod metrics;
+pub mod openapi;
 pub mod rest;
 
 use std::{sync::Arc, time::Duration};
@@ -174,9 +175,9 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
-/// The `/api/v1` routes and the OpenAPI document describing exactly them.
-pub fn api_v1() -> (Router<AppState>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+/// The `/api/v1` routes and the OpenAPI document describing exactly them, under `contract`.
+pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Value) {
+    let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(rest::viewer))
         .routes(routes!(rest::create_tenant, rest::list_tenants))
         .routes(routes!(rest::get_tenant))
@@ -201,18 +202,19 @@ pub fn api_v1() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(rest::uncordon_datastore))
         .routes(routes!(rest::drain_plan))
         .routes(routes!(rest::simulate_placement))
-        .split_for_parts()
+        .split_for_parts();
+    (router, openapi::complete(&doc, contract))
 }
 
-/// The OpenAPI document as committed in `schema/openapi.json`.
+/// The OpenAPI document as committed in `schema/openapi.json` (`serve`'s default settings).
 pub fn openapi_json() -> String {
-    let (_, doc) = api_v1();
-    doc.to_pretty_json().unwrap_or_default() + "\n"
+    let (_, doc) = api_v1(&openapi::Contract::default());
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
 /// The full HTTP router.
 pub fn router(state: AppState) -> Router {
-    let (api, doc) = api_v1();
+    let (api, doc) = api_v1(&openapi::Contract::new(state.ctx.versions, &state.ctx.limits));
     let doc = Arc::new(doc);
     let request_id = HeaderName::from_static("x-request-id");
     let metrics = state.metrics.clone();

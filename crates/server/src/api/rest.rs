@@ -660,7 +660,8 @@ pub async fn simulate_placement(
 #[utoipa::path(get, path = "/datastores/{name}/drain-plan", tag = "datastores", security(("bearer" = [])),
     params(("name" = String, Path, description = "DataStore name")),
     responses((status = 200, description = "OK", body = [DrainMove]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
-              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The DataStore holds tenants but is in no pool the engine can plan in", body = Problem)))]
 pub async fn drain_plan(
     State(state): State<AppState>,
     auth: Auth,

@@ -1,6 +1,5 @@
 //! Control planes: every write records the spec, an operation, an outbox row and an audit row in one transaction.
 
-use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -16,8 +15,8 @@ use super::{
 use crate::{
     auth::Principal,
     domain::{
-        FieldError, KubeVersion, Name, Offload, Role, check_dns1035, check_labels, check_node_port,
-        check_replicas, check_upgrade,
+        FieldError, KubeVersion, Name, Offload, Role, check_api_server_port, check_dns1035, check_labels,
+        check_node_port, check_replicas, check_upgrade,
     },
     store::{
         self,
@@ -163,8 +162,15 @@ fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Re
     check(check_replicas("replicas", input.replicas).map(|_| ()));
     if !(1..=65535).contains(&input.port) {
         check(Err(FieldError::new("port", "must be between 1 and 65535")));
-    } else if input.service_type == crate::domain::ServiceType::NodePort {
-        check(check_node_port("port", ctx.limits.node_ports, input.port));
+    } else {
+        check(check_api_server_port(
+            "port",
+            input.port,
+            input.addons.konnectivity,
+        ));
+        if input.service_type == crate::domain::ServiceType::NodePort {
+            check(check_node_port("port", ctx.limits.node_ports, input.port));
+        }
     }
     check(
         input
@@ -179,20 +185,18 @@ fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Re
         check(Name::parse("datastore.pool", pool).map(|_| ()));
     }
     if let Some(name) = &input.datastore.name {
-        if who.role != Role::PlatformAdmin {
-            check(Err(FieldError::new(
-                "datastore.name",
-                "only platform admins may pick a DataStore; give a pool or labels instead",
-            )));
-        } else {
-            check(Name::parse("datastore.name", name).map(|_| ()));
-        }
+        check(Name::parse("datastore.name", name).map(|_| ()));
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ServiceError::Invalid(errors))
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
     }
+    // A well-formed choice the caller's role does not allow: 403, after the input checks.
+    if input.datastore.name.is_some() && who.role != Role::PlatformAdmin {
+        return Err(ServiceError::Forbidden(
+            "datastore.name: only platform admins may pick a DataStore; give a pool or labels instead".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Records a new control plane and queues its creation (202).
@@ -225,14 +229,13 @@ pub async fn create(
         .await
     {
         Err(store::StoreError::Conflict(constraint)) if constraint == NODE_PORT_KEY => {
-            return Err(FieldError::new(
+            return Err(ServiceError::ConflictFields(vec![FieldError::new(
                 "port",
                 format!(
                     "NodePort {} is already taken by another control plane: node ports are unique in the cluster",
                     input.port
                 ),
-            )
-            .into());
+            )]));
         }
         other => other.on_conflict(|| {
             format!(
@@ -399,18 +402,20 @@ pub fn cursor_after(cp: &ControlPlane) -> String {
     encode_cursor(cp.created_at, cp.id)
 }
 
+/// A position in the `(createdAt, id)` order: the microseconds since the epoch (16 hex digits) and the id
+/// (32): every string of [`crate::domain::schema::CURSOR`]'s form is a position, so none is refused.
 fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}|{id}", ts.timestamp_micros()))
+    format!("{:016x}{}", ts.timestamp_micros().max(0), id.simple())
 }
 
 fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
     let bad = || FieldError::new("cursor", "is not a cursor returned by this API");
-    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| bad())?;
-    let text = String::from_utf8(text).map_err(|_| bad())?;
-    let (micros, id) = text.split_once('|').ok_or_else(bad)?;
-    let ts = DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    if !crate::domain::schema::is_cursor(cursor) {
+        return Err(bad());
+    }
+    let (micros, id) = cursor.split_at(16);
+    let micros = i64::from_str_radix(micros, 16).map_err(|_| bad())?;
+    let ts = DateTime::from_timestamp_micros(micros).ok_or_else(bad)?;
     Ok((ts, Uuid::parse_str(id).map_err(|_| bad())?))
 }
 
@@ -501,28 +506,16 @@ pub async fn update(
     let current = store::control_planes::get_for_update(tx, tenant.id, id)
         .await?
         .ok_or(ServiceError::NotFound("control plane"))?;
-    let etag = format!("\"{}\"", current.generation);
-    if let Some(expected) = if_match
-        && expected.trim() != "*"
-        && !expected
-            .split(',')
-            .any(|t| t.trim().trim_start_matches("W/") == etag)
-    {
-        return Err(ServiceError::PreconditionFailed(etag));
-    }
-    if current.phase == "Deleting" {
-        return Err(ServiceError::Conflict(
-            "the control plane is being deleted".into(),
-        ));
-    }
     let mut errors = Vec::new();
+    let mut conflicts = Vec::new();
     let mut version = current.kubernetes_version.clone();
     if let Some(new) = &input.kubernetes_version {
         match ctx.versions.check("kubernetesVersion", new) {
+            // A version in range that this control plane's current version cannot move to: 409.
             Ok(to) => match current.kubernetes_version.parse::<KubeVersion>() {
                 Ok(from) => match check_upgrade("kubernetesVersion", from, to) {
                     Ok(()) => version = new.clone(),
-                    Err(e) => errors.push(e),
+                    Err(e) => conflicts.push(e),
                 },
                 Err(_) => version = new.clone(),
             },
@@ -546,8 +539,27 @@ pub async fn update(
         },
         None => current.labels.clone(),
     };
+    // Invalid input first, then the precondition, then conflicts with the current state (RFC 9110
+    // 13.2.1: a request that fails without its preconditions ignores them).
     if !errors.is_empty() {
         return Err(ServiceError::Invalid(errors));
+    }
+    let etag = format!("\"{}\"", current.generation);
+    if let Some(expected) = if_match
+        && expected.trim() != "*"
+        && !expected
+            .split(',')
+            .any(|t| t.trim().trim_start_matches("W/") == etag)
+    {
+        return Err(ServiceError::PreconditionFailed(etag));
+    }
+    if current.phase == "Deleting" {
+        return Err(ServiceError::Conflict(
+            "the control plane is being deleted".into(),
+        ));
+    }
+    if !conflicts.is_empty() {
+        return Err(ServiceError::ConflictFields(conflicts));
     }
     let row = store::control_planes::update_spec(tx, tenant.id, id, &version, replicas, &labels).await?;
     let op = store::control_planes::insert_operation(tx, tenant.id, id, "update", request_id).await?;

@@ -14,7 +14,8 @@ use crate::{
     },
 };
 
-const POLICIES: [&str; 4] = ["spread", "binpack", "rendezvous", "dedicated"];
+/// The placement policies a pool may have.
+pub const POLICIES: [&str; 4] = ["spread", "binpack", "rendezvous", "dedicated"];
 
 fn pool_model(row: PoolRow) -> Pool {
     Pool {
@@ -104,16 +105,6 @@ pub async fn pool(ctx: &Ctx, who: &Principal, name: &str) -> Result<Pool> {
         .ok_or(ServiceError::NotFound("pool"))
 }
 
-fn check_endpoint(endpoint: &str) -> bool {
-    let Some((host, port)) = endpoint.rsplit_once(':') else {
-        return false;
-    };
-    !host.is_empty()
-        && !host.contains("://")
-        && !host.contains('/')
-        && port.parse::<u16>().is_ok_and(|p| p > 0)
-}
-
 /// What is wrong with the Secret references (names and namespaces the cluster accepts, valid keys).
 fn secret_ref_errors(secrets: &DataStoreSecrets) -> Vec<FieldError> {
     let refs = [
@@ -162,11 +153,8 @@ pub async fn create(
         errors.push(FieldError::new("endpoints", "give 1 to 32 endpoints"));
     }
     for (i, e) in input.endpoints.iter().enumerate() {
-        if !check_endpoint(e) {
-            errors.push(FieldError::new(
-                format!("endpoints[{i}]"),
-                "must be a bare host:port without a scheme",
-            ));
+        if let Err(e) = crate::domain::check_endpoint(&format!("endpoints[{i}]"), e) {
+            errors.push(e);
         }
     }
     if input.capacity_tenants < 0
@@ -202,19 +190,27 @@ pub async fn create(
         errors.push(e);
     }
     errors.extend(secret_ref_errors(&input.secrets));
+    if let Some(name) = &input.pool
+        && let Err(e) = Name::parse("pool", name)
+    {
+        errors.push(e);
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    // A well-formed pool name that names no pool conflicts with the current state (409), not the input.
     let pool_id = match &input.pool {
         Some(name) => match store::datastores::pool(&ctx.db, name).await? {
             Some(p) => Some(p.id),
             None => {
-                errors.push(FieldError::new("pool", format!("no pool named {name:?}")));
-                None
+                return Err(ServiceError::ConflictFields(vec![FieldError::new(
+                    "pool",
+                    format!("no pool named {name:?}"),
+                )]));
             }
         },
         None => None,
     };
-    if !errors.is_empty() {
-        return Err(ServiceError::Invalid(errors));
-    }
     let new = NewDataStore {
         name: input.name.clone(),
         pool_id,

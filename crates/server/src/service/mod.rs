@@ -9,6 +9,7 @@ pub mod model;
 pub mod placement;
 pub mod tenants;
 pub mod tokens;
+pub mod whole;
 
 use uuid::Uuid;
 
@@ -71,6 +72,10 @@ pub enum ServiceError {
     /// The request conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// Fields that are well-formed but conflict with the current state (a taken node port, a pool that does
+    /// not exist, an upgrade the current version does not allow): one entry per field.
+    #[error("conflicts with the current state")]
+    ConflictFields(Vec<FieldError>),
     /// `If-Match` did not match.
     #[error("the resource changed: its ETag is now {0}")]
     PreconditionFailed(String),
@@ -94,13 +99,22 @@ pub enum ServiceError {
 
 impl From<StoreError> for ServiceError {
     fn from(err: StoreError) -> Self {
-        ServiceError::Internal(err.to_string())
+        match err {
+            StoreError::Db(err) => err.into(),
+            err => ServiceError::Internal(err.to_string()),
+        }
     }
 }
 
 impl From<sqlx::Error> for ServiceError {
+    /// A database that cannot be reached is a retryable 503; any other database error is internal.
     fn from(err: sqlx::Error) -> Self {
-        ServiceError::Internal(err.to_string())
+        match err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                ServiceError::Unavailable("the database is unreachable; retry shortly".into())
+            }
+            err => ServiceError::Internal(err.to_string()),
+        }
     }
 }
 

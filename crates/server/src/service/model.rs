@@ -67,7 +67,7 @@ pub struct MintToken {
     /// Role of the new token (`tenant-admin`, `tenant-member` or `tenant-viewer`).
     pub role: Role,
     /// Lifetime in seconds (default 86400, at most 366 days).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
     pub ttl_seconds: Option<i64>,
     /// Description.
     #[serde(default)]
@@ -138,14 +138,14 @@ pub struct CreateControlPlane {
     /// Kubernetes version `vX.Y.Z` within the supported range.
     pub kubernetes_version: String,
     /// Replicas, 0 (asleep) to 9 (default 2).
-    #[serde(default = "two")]
+    #[serde(default = "two", deserialize_with = "super::whole::i32")]
     pub replicas: i32,
     /// Service type (default ClusterIP).
     #[serde(default = "cluster_ip")]
     pub service_type: ServiceType,
     /// API server port (default 6443); with `NodePort`, also the node port, so within the cluster's
     /// NodePort range and unique.
-    #[serde(default = "port")]
+    #[serde(default = "port", deserialize_with = "super::whole::i32")]
     pub port: i32,
     /// Size class (default small).
     #[serde(default = "small")]
@@ -188,7 +188,7 @@ pub struct UpdateControlPlane {
     #[serde(default)]
     pub kubernetes_version: Option<String>,
     /// New replicas (0–9).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::option_i32")]
     pub replicas: Option<i32>,
     /// Replaces the labels.
     #[serde(default)]
@@ -552,9 +552,10 @@ pub struct CreateDataStore {
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Capacity in tenants (NATS: always 1).
+    #[serde(deserialize_with = "super::whole::i32")]
     pub capacity_tenants: i32,
     /// Capacity in bytes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
     pub capacity_bytes: Option<i64>,
     /// CA identity (etcd).
     #[serde(default)]
@@ -598,7 +599,7 @@ pub struct AuditEntry {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateJoinToken {
     /// Lifetime in seconds, 1 to 604800 (7 days); default 86400 (one day).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
     pub ttl_seconds: Option<i64>,
     /// What the token is for: at most 256 characters, no control characters. Also the bootstrap token
     /// Secret's `description` in the tenant cluster.

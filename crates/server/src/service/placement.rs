@@ -83,7 +83,7 @@ fn request_for(tenant: Uuid, row: &ControlPlaneRow) -> PlacementRequest {
 
 fn no_fit(err: PlacementError) -> ServiceError {
     match err {
-        PlacementError::UnknownPool { pool } => ServiceError::Invalid(vec![FieldError::new(
+        PlacementError::UnknownPool { pool } => ServiceError::ConflictFields(vec![FieldError::new(
             "datastore.pool",
             format!("there is no pool named {pool:?}"),
         )]),
@@ -108,7 +108,7 @@ fn decide(ctx: &Ctx, tenant: Uuid, row: &ControlPlaneRow, rows: &[LoadRow]) -> R
         // A platform admin's explicit choice skips scoring but not the hard constraints the store enforces.
         Some(name) => {
             let slot = snapshot.find(name).ok_or_else(|| {
-                ServiceError::Invalid(vec![FieldError::new(
+                ServiceError::ConflictFields(vec![FieldError::new(
                     "datastore.name",
                     format!("no pooled DataStore named {name:?}"),
                 )])
@@ -269,16 +269,42 @@ pub async fn simulate(ctx: &Ctx, who: &Principal, input: SimulateRequest) -> Res
 pub struct DrainMove {
     /// The control plane that would move.
     pub control_plane_id: String,
-    /// `primary`, or the offloaded resources.
-    #[schema(value_type = Object)]
-    pub usage: serde_json::Value,
+    /// What it keeps on the drained DataStore.
+    pub usage: DrainUsage,
     /// The drained DataStore.
     pub from: String,
     /// Where it would go; absent when nothing fits.
     pub to: Option<String>,
-    /// Why nothing fits: constraint and count.
-    #[schema(value_type = Object)]
-    pub blocked_by: serde_json::Value,
+    /// Why nothing fits: each hard constraint and how many DataStores it ruled out, most first.
+    pub blocked_by: Vec<BlockedBy>,
+}
+
+/// What a control plane keeps on a drained DataStore: `"primary"`, or `{"overrides": [resources]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainUsage {
+    /// Its primary state.
+    Primary,
+    /// These offloaded resources (`<group>/<resource>`).
+    Overrides(Vec<String>),
+}
+
+/// A hard constraint that ruled DataStores out of a move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BlockedBy {
+    /// The constraint.
+    pub reason: placement::Reason,
+    /// How many DataStores it ruled out.
+    pub count: u32,
+}
+
+impl From<placement::Usage> for DrainUsage {
+    fn from(usage: placement::Usage) -> Self {
+        match usage {
+            placement::Usage::Primary => Self::Primary,
+            placement::Usage::Overrides(resources) => Self::Overrides(resources),
+        }
+    }
 }
 
 /// The moves that would empty a DataStore under its pool's policy (a plan only; platform admin).
@@ -289,6 +315,10 @@ pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<Dr
         .ok_or(ServiceError::NotFound("datastore"))?;
     let snapshot = snapshot_of(&store::placements::snapshot(&ctx.db).await?);
     let rows = store::placements::on_datastore(&ctx.db, ds.id).await?;
+    if rows.is_empty() {
+        // Nothing to move (also for a DataStore the engine does not see, e.g. one in no pool).
+        return Ok(Vec::new());
+    }
     let mut assignments: Vec<Assignment> = Vec::new();
     for (id, size_class, primary, resource, labels) in rows {
         let id = id.to_string();
@@ -319,10 +349,14 @@ pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<Dr
         .into_iter()
         .map(|m| DrainMove {
             control_plane_id: m.control_plane,
-            usage: serde_json::to_value(&m.usage).unwrap_or_default(),
+            usage: m.usage.into(),
             from: m.from,
             to: m.to,
-            blocked_by: serde_json::to_value(&m.blocked_by).unwrap_or_default(),
+            blocked_by: m
+                .blocked_by
+                .into_iter()
+                .map(|(reason, count)| BlockedBy { reason, count })
+                .collect(),
         })
         .collect())
 }

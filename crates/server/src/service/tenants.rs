@@ -7,7 +7,7 @@ use super::{
 };
 use crate::{
     auth::Principal,
-    domain::{FieldError, Name, Role, check_labels, check_namespace},
+    domain::{Name, Role, check_display_name, check_labels, check_namespace},
     store::{self, tenants::TenantRow},
 };
 
@@ -39,8 +39,8 @@ pub async fn create(
     {
         errors.push(e);
     }
-    if input.display_name.trim().is_empty() || input.display_name.chars().count() > 200 {
-        errors.push(FieldError::new("displayName", "must be 1 to 200 characters"));
+    if let Err(e) = check_display_name("displayName", &input.display_name) {
+        errors.push(e);
     }
     if let Err(e) = check_labels("labels", &input.labels) {
         errors.push(e);
@@ -49,7 +49,7 @@ pub async fn create(
         return Err(ServiceError::Invalid(errors));
     }
     let labels = serde_json::to_value(&input.labels).unwrap_or_default();
-    let row = store::tenants::insert(&mut *tx, &input.slug, input.display_name.trim(), &labels)
+    let row = store::tenants::insert(&mut *tx, &input.slug, &input.display_name, &labels)
         .await
         .on_conflict(|| format!("a tenant with slug {:?} already exists", input.slug))?;
     store::audit(

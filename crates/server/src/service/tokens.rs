@@ -89,6 +89,9 @@ pub async fn mint_unchecked(
     })
 }
 
+/// The longest token description.
+pub const MAX_DESCRIPTION_CHARS: usize = 256;
+
 /// Mints a token in a tenant (tenant admins; never above tenant-admin).
 pub async fn mint(
     ctx: &Ctx,
@@ -105,6 +108,7 @@ pub async fn mint(
         )
         .into());
     }
+    crate::domain::check_description("description", &input.description, MAX_DESCRIPTION_CHARS)?;
     let ttl = input.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
     let minted = mint_unchecked(
         ctx,

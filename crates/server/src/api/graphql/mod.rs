@@ -313,6 +313,14 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
+        ServiceError::ConflictFields(errors) => (
+            "CONFLICT",
+            errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
         ServiceError::NotFound(_) => ("NOT_FOUND", err.to_string()),
         ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
         ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),
@@ -329,7 +337,7 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
         }
     };
     let fields = match &err {
-        ServiceError::Invalid(errors) => Some(
+        ServiceError::Invalid(errors) | ServiceError::ConflictFields(errors) => Some(
             errors
                 .iter()
                 .map(|e| {

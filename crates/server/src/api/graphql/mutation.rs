@@ -266,6 +266,14 @@ fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
                 code: UserErrorCode::Invalid,
             })
             .collect()),
+        ServiceError::ConflictFields(errors) => Ok(errors
+            .into_iter()
+            .map(|e| UserError {
+                field: (!e.field.is_empty()).then_some(e.field),
+                message: e.message,
+                code: UserErrorCode::Conflict,
+            })
+            .collect()),
         ServiceError::Conflict(message) | ServiceError::NotReady(message) => {
             Ok(vec![one(UserErrorCode::Conflict, None, message)])
         }
