@@ -28,8 +28,15 @@ pub const ENDPOINT: &str = r"^([-._A-Za-z0-9]+|\[[0-9A-Fa-f:.]+\]):([1-9][0-9]{0
 pub const IDEMPOTENCY_KEY: &str = "^[!-~]{1,255}$";
 /// Any `vMAJOR.MINOR.PATCH` [`super::KubeVersion`] parses.
 pub const ANY_VERSION: &str = "^v(0|[1-9][0-9]{0,5})[.](0|[1-9][0-9]{0,5})[.](0|[1-9][0-9]{0,5})$";
-/// A `key=value` label selector (the key non-empty; the value may hold `=`).
-pub const LABEL_SELECTOR: &str = "^[^=]+=";
+/// A `key=value` label selector, key and value as [`LABEL_KEY`] and [`LABEL_VALUE`].
+pub const LABEL_SELECTOR: &str = "^[-._/A-Za-z0-9]{1,317}=[-._/A-Za-z0-9]{0,317}$";
+/// A phase name to filter by (`Ready`, `Provisioning`, …).
+pub const PHASE: &str = "^[A-Za-z]{1,32}$";
+
+/// Whether `s` has [`PHASE`]'s form.
+pub fn is_phase(s: &str) -> bool {
+    (1..=32).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphabetic())
+}
 
 /// A list cursor: a position in `(createdAt, id)` order, 16 hex digits of microseconds (at most
 /// `0x6fff…`, within every timestamp range on the way) and the 32 hex digits of an id.

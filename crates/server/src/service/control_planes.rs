@@ -447,11 +447,25 @@ pub async fn list_with_tenant(
     let mut labels = serde_json::Map::new();
     for selector in &filter.labels {
         match selector.split_once('=') {
-            Some((k, v)) if !k.is_empty() => {
+            Some((k, v))
+                if check_labels(
+                    "label",
+                    &std::collections::BTreeMap::from([(k.to_string(), v.to_string())]),
+                )
+                .is_ok() =>
+            {
                 labels.insert(k.to_string(), serde_json::Value::String(v.to_string()));
             }
-            _ => errors.push(FieldError::new("label", "must be key=value")),
+            _ => errors.push(FieldError::new(
+                "label",
+                "must be key=value, with letters, digits, '.', '_', '-' and '/' (the key not empty)",
+            )),
         }
+    }
+    if let Some(status) = &filter.status
+        && !crate::domain::schema::is_phase(status)
+    {
+        errors.push(FieldError::new("status", "must be a phase name, e.g. Ready"));
     }
     if let Some(version) = &filter.version
         && version.parse::<KubeVersion>().is_err()

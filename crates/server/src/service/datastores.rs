@@ -14,6 +14,9 @@ use crate::{
     },
 };
 
+/// The longest etcd CA identity.
+pub const CA_ID_MAX: usize = 253;
+
 /// The placement policies a pool may have.
 pub const POLICIES: [&str; 4] = ["spread", "binpack", "rendezvous", "dedicated"];
 
@@ -187,6 +190,11 @@ pub async fn create(
         ));
     }
     if let Err(e) = check_labels("labels", &input.labels) {
+        errors.push(e);
+    }
+    if let Some(ca) = &input.ca_id
+        && let Err(e) = crate::domain::check_description("caId", ca, CA_ID_MAX)
+    {
         errors.push(e);
     }
     errors.extend(secret_ref_errors(&input.secrets));

@@ -113,6 +113,10 @@ impl From<sqlx::Error> for ServiceError {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 ServiceError::Unavailable("the database is unreachable; retry shortly".into())
             }
+            // A NUL character, which PostgreSQL text and jsonb cannot hold, in input no check refused.
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")) => {
+                ServiceError::Invalid(vec![FieldError::new("", "text must not contain NUL characters")])
+            }
             err => ServiceError::Internal(err.to_string()),
         }
     }

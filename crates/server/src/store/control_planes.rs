@@ -161,6 +161,9 @@ pub async fn get_with_tenant(
     slug: &str,
     id: Uuid,
 ) -> Result<Option<(TenantRow, Option<(ControlPlaneRow, Option<PlacementRow>)>)>, StoreError> {
+    if slug.contains('\0') {
+        return Ok(None);
+    }
     let Some(r) = sqlx::query!(
         r#"select t.id, t.slug, t.display_name, t.labels, t.state, t.created_at,
                   c.id as "cp_id?", c.name as "name?", c.kubernetes_version as "kubernetes_version?",

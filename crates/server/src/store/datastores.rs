@@ -83,6 +83,9 @@ pub async fn pools(db: impl PgExecutor<'_>) -> Result<Vec<PoolRow>, StoreError> 
 
 /// A pool by name.
 pub async fn pool(db: impl PgExecutor<'_>, name: &str) -> Result<Option<PoolRow>, StoreError> {
+    if name.contains('\0') {
+        return Ok(None);
+    }
     Ok(sqlx::query_as!(
         PoolRow,
         "select id, name, policy, labels, created_at from pools where name = $1",
@@ -149,6 +152,9 @@ pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<DataStoreRow>, StoreErr
 
 /// A DataStore by name.
 pub async fn get(db: impl PgExecutor<'_>, name: &str) -> Result<Option<DataStoreRow>, StoreError> {
+    if name.contains('\0') {
+        return Ok(None);
+    }
     Ok(sqlx::query_as!(
         DataStoreRow,
         r#"select d.id, d.name, p.name as "pool?", d.driver, d.endpoints, d.secret_refs, d.labels, d.capacity_tenants,

@@ -45,6 +45,9 @@ pub async fn insert(
 
 /// A tenant by slug.
 pub async fn by_slug(db: impl PgExecutor<'_>, slug: &str) -> Result<Option<TenantRow>, StoreError> {
+    if slug.contains('\0') {
+        return Ok(None);
+    }
     Ok(sqlx::query_as!(
         TenantRow,
         "select id, slug, display_name, labels, state, created_at from tenants where slug = $1",

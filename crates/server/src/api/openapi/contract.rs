@@ -11,11 +11,11 @@ use crate::{
         CONTROLLER_PORTS, KONNECTIVITY_PORTS, PortRange, VersionRange,
         schema::{
             ANY_VERSION, CURSOR, DNS1035_LABEL, DNS1123_SUBDOMAIN, ENDPOINT, IDEMPOTENCY_KEY, LABEL_KEY,
-            LABEL_SELECTOR, LABEL_VALUE, MAX_LABELS, OFFLOAD, SECRET_KEY, description_pattern,
+            LABEL_SELECTOR, LABEL_VALUE, MAX_LABELS, OFFLOAD, PHASE, SECRET_KEY, description_pattern,
             display_name_pattern,
         },
     },
-    service::{Limits, control_planes::MAX_PAGE, join_tokens, tokens},
+    service::{Limits, control_planes::MAX_PAGE, datastores, join_tokens, tokens},
 };
 
 /// The configuration the document describes.
@@ -135,6 +135,11 @@ pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
         ),
         (
             "CreateDataStore",
+            "caId",
+            json!({"pattern": description_pattern(datastores::CA_ID_MAX), "maxLength": datastores::CA_ID_MAX}),
+        ),
+        (
+            "CreateDataStore",
             "capacityBytes",
             json!({"minimum": 1, "maximum": i64::MAX}),
         ),
@@ -206,6 +211,7 @@ pub fn parameters() -> Vec<(&'static str, Value)> {
         ("cursor", json!({"pattern": CURSOR})),
         ("version", json!({"pattern": ANY_VERSION})),
         ("label", json!({"pattern": LABEL_SELECTOR})),
+        ("status", json!({"pattern": PHASE})),
         ("Idempotency-Key", json!({"pattern": IDEMPOTENCY_KEY})),
     ]
 }
