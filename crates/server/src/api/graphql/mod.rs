@@ -301,26 +301,21 @@ fn request_id(ctx: &async_graphql::Context<'_>) -> Option<String> {
     ctx.data_opt::<RequestIdData>().and_then(|r| r.0.clone())
 }
 
+/// `field: message` of each field error, joined with `; `.
+fn joined(errors: &[crate::domain::FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// A service error as a GraphQL error with `extensions.code` (and `extensions.fields` for invalid input).
 /// Internal details are logged, never returned.
 fn gql_error(err: ServiceError) -> async_graphql::Error {
     let (code, message) = match &err {
-        ServiceError::Invalid(errors) => (
-            "BAD_USER_INPUT",
-            errors
-                .iter()
-                .map(|e| format!("{}: {}", e.field, e.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
-        ServiceError::ConflictFields(errors) => (
-            "CONFLICT",
-            errors
-                .iter()
-                .map(|e| format!("{}: {}", e.field, e.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
+        ServiceError::Invalid(errors) => ("BAD_USER_INPUT", joined(errors)),
+        ServiceError::ConflictFields(errors) => ("CONFLICT", joined(errors)),
         ServiceError::NotFound(_) => ("NOT_FOUND", err.to_string()),
         ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
         ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),

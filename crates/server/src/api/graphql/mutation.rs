@@ -250,6 +250,18 @@ pub struct RevokeTokenPayload {
     pub user_errors: Vec<UserError>,
 }
 
+/// One user error of `code` per field error (an empty field names none).
+fn field_errors(errors: Vec<FieldError>, code: UserErrorCode) -> Vec<UserError> {
+    errors
+        .into_iter()
+        .map(|e| UserError {
+            field: (!e.field.is_empty()).then_some(e.field),
+            message: e.message,
+            code,
+        })
+        .collect()
+}
+
 /// User errors for input problems, conflicts and stale ETags; a GraphQL error for the rest.
 fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
     let one = |code, field: Option<&str>, message: String| UserError {
@@ -258,22 +270,8 @@ fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
         code,
     };
     match err {
-        ServiceError::Invalid(errors) => Ok(errors
-            .into_iter()
-            .map(|e| UserError {
-                field: (!e.field.is_empty()).then_some(e.field),
-                message: e.message,
-                code: UserErrorCode::Invalid,
-            })
-            .collect()),
-        ServiceError::ConflictFields(errors) => Ok(errors
-            .into_iter()
-            .map(|e| UserError {
-                field: (!e.field.is_empty()).then_some(e.field),
-                message: e.message,
-                code: UserErrorCode::Conflict,
-            })
-            .collect()),
+        ServiceError::Invalid(errors) => Ok(field_errors(errors, UserErrorCode::Invalid)),
+        ServiceError::ConflictFields(errors) => Ok(field_errors(errors, UserErrorCode::Conflict)),
         ServiceError::Conflict(message) | ServiceError::NotReady(message) => {
             Ok(vec![one(UserErrorCode::Conflict, None, message)])
         }
