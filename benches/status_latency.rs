@@ -59,7 +59,7 @@ async fn main() -> anyhow::Result<()> {
         addons: json!({}),
         labels: json!({}),
     };
-    store::control_planes::insert_created(&mut tx, tenant.id, &cp, "bench", None).await?;
+    store::control_planes::insert_created(&mut tx, tenant.id, &cp, "bench", None, 1800).await?;
     tx.commit().await?;
 
     let worker = Arc::new(Worker::new(

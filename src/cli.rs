@@ -335,6 +335,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         namespace_template: args.worker.namespace_template.clone(),
         node_ports: args.node_port_range,
         max_signing_keys: args.max_signing_keys.max(1),
+        operation_deadline_seconds: args.operation_deadline_seconds,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -78,6 +78,9 @@ pub struct ServeArgs {
     /// answers 409.
     #[arg(long, env = "TENANTPLANE_MAX_SIGNING_KEYS", default_value_t = 10)]
     pub max_signing_keys: i64,
+    /// Seconds a create, update or delete may take before its operation fails with `DeadlineExceeded`.
+    #[arg(long, env = "TENANTPLANE_OPERATION_DEADLINE_SECONDS", default_value_t = 1800, value_parser = clap::value_parser!(i64).range(1..=604_800))]
+    pub operation_deadline_seconds: i64,
     /// Also run the sync worker in this process (needs a management cluster).
     #[arg(long, env = "TENANTPLANE_WITH_WORKER")]
     pub with_worker: bool,

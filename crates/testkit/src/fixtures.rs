@@ -99,6 +99,12 @@ impl TcpFixture {
         self
     }
 
+    /// Adds the annotation `key=value`.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.value["metadata"]["annotations"][key] = json!(value);
+        self
+    }
+
     /// `status`, exactly as given.
     pub fn status(mut self, status: Value) -> Self {
         self.value["status"] = status;

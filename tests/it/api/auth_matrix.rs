@@ -81,6 +81,10 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
             Tenant(Role::TenantAdmin),
         ),
         (
+            ("GET", "/tenants/{tenant}/operations"),
+            Tenant(Role::TenantViewer),
+        ),
+        (
             ("GET", "/tenants/{tenant}/operations/{id}"),
             Tenant(Role::TenantViewer),
         ),

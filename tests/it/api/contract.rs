@@ -37,6 +37,12 @@ enabled = true
 "path.tenant" = "{tenant}"
 "path.id" = "{control_plane}"
 
+# The long poll answers after up to `waitSeconds` (60) on an open operation, longer than a request may take
+# here: it is asked without waiting (`tests/it/api/operations.rs` covers the wait and its bounds).
+[[operations]]
+include-name = "GET /tenants/{{tenant}}/operations/{{id}}"
+parameters = {{ "query.waitSeconds" = 0 }}
+
 # A well-formed If-Match that is not the current ETag is answered 412, as it should be.
 [[operations]]
 include-name = "PATCH /tenants/{{tenant}}/control-planes/{{id}}"

@@ -6,6 +6,7 @@ mod control_planes;
 mod errors;
 mod external_issuers;
 mod join_tokens;
+mod operations;
 mod placement;
 mod tokens;
 mod unsatisfiable;

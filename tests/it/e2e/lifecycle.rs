@@ -1,13 +1,14 @@
-//! Delete, upgrade, and an image the runner has no binary for.
+//! Delete, upgrade, and an image the runner has no binary for; each one's operation finishes when the
+//! work does.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use reqwest::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{READY, etcd::schema, etcd_keys, etcds, namespace_and_event, namespaces, stack};
+use super::{etcd::schema, etcd_keys, etcds, namespace_and_event, namespaces, stack};
 use crate::support::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -49,19 +50,31 @@ async fn deleting_one_tenant_cleans_its_etcd_space_and_the_other_tenant_keeps_se
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
-    eventually("the deleted control plane reports Deleted", READY, || async {
-        let r = stack
-            .app
-            .call(
-                Method::GET,
-                &format!("/api/v1/tenants/{}/control-planes/{}", tenant.slug, ids[0]),
-                Some(&tenant.member),
-                None,
-            )
-            .await;
-        (r.status == StatusCode::NOT_FOUND || r.body["phase"] == "Deleted").then_some(())
-    })
-    .await;
+    // The delete's operation is done when the data is: at that moment the record says Deleted and the
+    // etcd space is empty (no waiting after it).
+    let seen = stack
+        .operation_until_done(0, r.body["operation"]["id"].as_str().unwrap())
+        .await;
+    let (op, _) = seen.last().unwrap();
+    assert_eq!(
+        (op["state"].as_str(), stage_names(op)),
+        (Some("succeeded"), vec!["requested", "applied", "deleted"]),
+        "{op:#}"
+    );
+    let r = stack
+        .app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{}/control-planes/{}", tenant.slug, ids[0]),
+            Some(&tenant.member),
+            None,
+        )
+        .await;
+    assert!(
+        r.status == StatusCode::NOT_FOUND || r.body["phase"] == "Deleted",
+        "{}",
+        r.text
+    );
     // Its etcd space is gone, its Deployment is gone and the runner stopped its processes.
     assert_eq!(
         etcd_keys(&etcd[0], &format!("/{}/", schemas[0])).await,
@@ -105,6 +118,10 @@ async fn a_patch_upgrade_restarts_the_pod_on_the_new_binary_and_reports_the_inst
         .create(0, json!({"name": "prod", "kubernetesVersion": "v1.34.3", "replicas": 1, "datastore": {"pool": "etcd"}}))
         .await;
     let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    let seen = stack
+        .operation_until_done(0, created["operation"]["id"].as_str().unwrap())
+        .await;
+    succeeded_exactly_when_ready(&seen, "v1.34.3");
     stack.ready(0, &id, "v1.34.3").await;
     let client = stack.tenant_client(0, &id).await;
     assert_eq!(
@@ -127,6 +144,13 @@ async fn a_patch_upgrade_restarts_the_pod_on_the_new_binary_and_reports_the_inst
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    // The update's operation asks for the new generation: the control plane Ready on v1.34.3 does not
+    // finish it; Ready on v1.34.4 does.
+    let seen = stack
+        .operation_until_done(0, r.body["operation"]["id"].as_str().unwrap())
+        .await;
+    succeeded_exactly_when_ready(&seen, "v1.34.4");
+    assert_eq!(seen.last().unwrap().0["generation"], 2);
     let cp = stack.ready(0, &id, "v1.34.4").await;
     assert_eq!(cp["kubernetesVersion"], "v1.34.4");
     let client = stack.tenant_client(0, &id).await;
@@ -192,5 +216,70 @@ async fn a_version_without_a_built_binary_is_refused_with_a_condition_naming_the
         "{message}"
     );
     assert_eq!(stack.get(0, &id).await["phase"], "Provisioning");
+    // No retry can make the pods: the create's operation fails with the runner's reason.
+    let seen = stack
+        .operation_until_done(0, created["operation"]["id"].as_str().unwrap())
+        .await;
+    let (op, cp) = seen.last().unwrap();
+    assert_eq!(
+        (op["state"].as_str(), op["reason"].as_str(), op["done"].as_bool()),
+        (Some("failed"), Some("ImageNotBuilt"), Some(true)),
+        "{op:#}"
+    );
+    let error = op["error"].as_str().unwrap();
+    assert!(error.contains("kube-apiserver v1.34.1 is not built"), "{error}");
+    assert!(!stage_names(op).contains(&"ready"), "{op:#}");
+    assert_eq!(cp["phase"], "Provisioning");
     stack.stop().await;
+}
+
+/// The stage names of an operation, in order.
+fn stage_names(op: &Value) -> Vec<&str> {
+    op["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect()
+}
+
+/// A create's or update's long-polled answers: `running` (never done) through a growing prefix of the
+/// stages, then `succeeded` at `ready` with the control plane Ready on `version` at that moment.
+fn succeeded_exactly_when_ready(seen: &[(Value, Value)], version: &str) {
+    const STAGES: [&str; 6] = [
+        "placed",
+        "applied",
+        "datastoreReady",
+        "certificates",
+        "deployed",
+        "ready",
+    ];
+    let (last, cp) = seen.last().unwrap();
+    assert_eq!(
+        (last["state"].as_str(), last["stage"].as_str(), stage_names(last)),
+        (Some("succeeded"), Some("ready"), STAGES.to_vec()),
+        "{last:#}"
+    );
+    assert_eq!(
+        (cp["phase"].as_str(), cp["status"]["installedVersion"].as_str()),
+        (Some("Ready"), Some(version)),
+        "the operation succeeded before the control plane was Ready on {version}: {cp:#}"
+    );
+    let times: Vec<&str> = last["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["at"].as_str().unwrap())
+        .collect();
+    let parsed: Vec<chrono::DateTime<chrono::Utc>> = times.iter().map(|t| t.parse().unwrap()).collect();
+    assert!(parsed.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(seen.len() >= 2, "the operation was never seen running: {seen:#?}");
+    for (op, _) in &seen[..seen.len() - 1] {
+        let names = stage_names(op);
+        assert!(
+            op["done"] == false && ["pending", "running"].contains(&op["state"].as_str().unwrap()),
+            "{op:#}"
+        );
+        assert!(names.len() < STAGES.len() && STAGES.starts_with(&names), "{op:#}");
+    }
 }

@@ -49,6 +49,20 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
                 r#"{ joinTokens(tenant: "$T", controlPlane: "$CP") { id expiresAt } }"#,
             ),
         ),
+        (
+            "Query.operation",
+            (
+                Tenant(Role::TenantViewer),
+                r#"{ operation(tenant: "$T", id: "$CPID") { id state } }"#,
+            ),
+        ),
+        (
+            "Query.operations",
+            (
+                Tenant(Role::TenantViewer),
+                r#"{ operations(tenant: "$T") { nodes { id state stage } } }"#,
+            ),
+        ),
         ("Query.dataStores", (Platform, "{ dataStores { name usedBy } }")),
         ("Query.pools", (Platform, "{ pools { name usedBy } }")),
         (
@@ -101,6 +115,13 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
             ),
         ),
         (
+            "Subscription.operationEvents",
+            (
+                Tenant(Role::TenantViewer),
+                r#"subscription { operationEvents(tenant: "$T") { operation { id state } } }"#,
+            ),
+        ),
+        (
             "Subscription.controlPlaneEvents",
             (
                 Tenant(Role::TenantViewer),
@@ -113,6 +134,7 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
 fn operation(f: &Fixture, template: &str) -> String {
     template
         .replace("$TOKEN", &f.token_id)
+        .replace("$CPID", &f.cp_id)
         .replace("$T", &f.slug)
         .replace("$CP", &control_plane_gid(&f.slug, &f.cp_id))
         .replace("$NEW", &crate::support::unique("cp"))
@@ -283,10 +305,13 @@ async fn every_root_field_refuses_bad_tokens_other_tenants_and_low_roles() {
                 checked += 1;
             }
             Needs::Tenant(role) => {
-                if *field == "Query.node" {
-                    // Relay: an id the caller may not see resolves to null, without an error.
+                if let Some(lookup) = ["Query.node", "Query.operation"]
+                    .contains(field)
+                    .then(|| field.split_once('.').unwrap().1)
+                {
+                    // A lookup of what the caller may not see resolves to null, without an error.
                     let a = gql(&f.app, Some(&f.other_tenant_admin), &query, json!({})).await;
-                    assert_eq!(a.body, json!({"data": {"node": null}}), "{field}: {}", a.text);
+                    assert_eq!(a.body, json!({"data": {lookup: null}}), "{field}: {}", a.text);
                 } else {
                     refused(
                         &f,

@@ -183,7 +183,7 @@ async fn a_page_of_100_control_planes_runs_a_fixed_number_of_statements() {
         let nodes = got["controlPlanes"]["nodes"].as_array().unwrap();
         assert_eq!(nodes.len(), n as usize);
         assert!(nodes.iter().all(|cp| cp["latestOperation"]
-            == json!({"kind": "create", "state": "pending"})
+            == json!({"kind": "CREATE", "state": "PENDING"})
             && cp["placement"]["dataStore"] == "etcd-default"
             && cp["auditEntries"] == json!([{"action": "control-plane.create"}])));
         counts.push(after - before);

@@ -35,8 +35,8 @@ async fn create_control_plane_records_it_with_its_operation() {
                              "spec": {"kubernetesVersion": "v1.33.2", "replicas": 2, "sizeClass": "medium",
                                       "labels": [{"key": "team", "value": "web"}]},
                              "placement": {"dataStore": "etcd-default"},
-                             "latestOperation": {"kind": "create", "state": "pending"}},
-            "operation": {"kind": "create", "state": "pending"},
+                             "latestOperation": {"kind": "CREATE", "state": "PENDING"}},
+            "operation": {"kind": "CREATE", "state": "PENDING"},
             "userErrors": []
         })
     );
@@ -141,7 +141,7 @@ async fn update_control_plane_changes_the_spec_and_checks_if_match() {
         got["updateControlPlane"],
         json!({"controlPlane": {"name": "upd", "generation": 2, "etag": "\"2\"",
                                 "spec": {"replicas": 1, "labels": [{"key": "tier", "value": "gold"}]}},
-               "operation": {"kind": "update", "state": "pending"}, "userErrors": []})
+               "operation": {"kind": "UPDATE", "state": "PENDING"}, "userErrors": []})
     );
     let stale = data(&app, &member, UPDATE, json!({"input": input})).await;
     assert_eq!(
@@ -186,8 +186,8 @@ async fn delete_control_plane_queues_one_delete() {
         ),
         (
             &json!({"name": "doomed", "phase": "Deleting"}),
-            &json!("delete"),
-            &json!("pending"),
+            &json!("DELETE"),
+            &json!("PENDING"),
             &json!([])
         )
     );

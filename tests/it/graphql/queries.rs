@@ -170,8 +170,8 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
                        "nodeJoin": {"ready": null}},
             "conditions": [], "endpoint": null,
             "placement": {"dataStore": "etcd-default", "overrides": []},
-            "latestOperation": {"kind": "create", "state": "pending", "error": null},
-            "operations": [{"kind": "create", "state": "pending"}],
+            "latestOperation": {"kind": "CREATE", "state": "PENDING", "error": null},
+            "operations": [{"kind": "CREATE", "state": "PENDING"}],
             "auditEntries": [{"action": "control-plane.create", "actor": actor}],
             "generation": 1, "etag": "\"1\""
         })

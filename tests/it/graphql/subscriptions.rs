@@ -311,3 +311,94 @@ async fn more_than_100_subscriptions_on_one_connection_close_it_with_4400() {
         }
     }
 }
+
+/// Announces operation `op` of `tenant` without changing it, until the subscription delivers it (the
+/// server's LISTEN starts with the first subscriber); returns the delivered event.
+async fn warm_up_operations(ws: &mut Ws, db: &mut sqlx::PgConnection, tenant: Uuid, op: &str) -> Value {
+    for _ in 0..50 {
+        sqlx::query("select pg_notify('operation_progress', $1)")
+            .bind(format!("{tenant}:{op}"))
+            .execute(&mut *db)
+            .await
+            .unwrap();
+        if let Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) =
+            tokio::time::timeout(Duration::from_millis(200), futures::StreamExt::next(ws)).await
+        {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+    panic!("the operation subscription never delivered an event")
+}
+
+#[tokio::test]
+async fn operation_events_stream_the_stages_of_the_tenants_operation_and_the_queries_read_them() {
+    let app = spawn_app().await;
+    let (slug, viewer, tenant, cp) = tenant_with_cp(&app, "gq-ops", "live").await;
+    let (_, _, _, other_cp) = tenant_with_cp(&app, "gq-ops-other", "theirs").await;
+
+    let page = super::data(
+        &app,
+        &viewer,
+        "query($t: String!) { operations(tenant: $t) { nodes { id kind state done stage stages { stage } } pageInfo { hasNextPage } } }",
+        json!({"t": slug}),
+    )
+    .await;
+    let op = page["operations"]["nodes"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        page,
+        json!({"operations": {"nodes": [{"id": op, "kind": "CREATE", "state": "PENDING", "done": false,
+                                          "stage": "PLACED", "stages": [{"stage": "PLACED"}]}],
+                              "pageInfo": {"hasNextPage": false}}})
+    );
+    let lookup = "query($t: String!, $id: ID!) { operation(tenant: $t, id: $id) { id state } }";
+    assert_eq!(
+        super::data(&app, &viewer, lookup, json!({"t": slug, "id": op})).await,
+        json!({"operation": {"id": op, "state": "PENDING"}})
+    );
+    assert_eq!(
+        super::data(&app, &viewer, lookup, json!({"t": slug, "id": Uuid::new_v4()})).await,
+        json!({"operation": null})
+    );
+
+    let mut ws = ws_ready(&app, &viewer).await;
+    let events = "subscription($t: String!, $op: ID) { operationEvents(tenant: $t, operation: $op) { operation { id state stage done } } }";
+    ws_send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": events, "variables": {"t": slug, "op": op}}}),
+    )
+    .await;
+    let mut db = writer(&app).await;
+    let first = warm_up_operations(&mut ws, &mut db, tenant, &op).await;
+    assert_eq!(
+        first["payload"]["data"]["operationEvents"]["operation"]["state"],
+        "PENDING"
+    );
+
+    // Another tenant's operation moves first: it never reaches this subscriber; then this one's does.
+    for id in [other_cp, cp] {
+        let mut tx = db.begin().await.unwrap();
+        store::operations::reach(&mut tx, id, &["create"], 1, "applied")
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let committed = Instant::now();
+    let mut next = ws_next(&mut ws, Duration::from_secs(5)).await;
+    // Warm-up announcements still in flight are the unchanged operation; skip them.
+    while matches!(&next, Incoming::Json(m) if m["payload"]["data"]["operationEvents"]["operation"]["state"] == "PENDING")
+    {
+        next = ws_next(&mut ws, Duration::from_secs(5)).await;
+    }
+    assert!(
+        committed.elapsed() < Duration::from_secs(5),
+        "not pushed: {:?}",
+        committed.elapsed()
+    );
+    assert_eq!(
+        next,
+        Incoming::Json(
+            json!({"id": "1", "type": "next", "payload": {"data": {"operationEvents": {"operation": {
+            "id": op, "state": "RUNNING", "stage": "APPLIED", "done": false}}}}})
+        )
+    );
+}

@@ -533,6 +533,81 @@ string_enum!(
     }
 );
 
+string_enum!(
+    /// What an operation does to its control plane.
+    OperationKind {
+        /// Makes it.
+        Create = "create",
+        /// Changes its spec (version, replicas, labels).
+        Update = "update",
+        /// Removes it and its datastore space.
+        Delete = "delete",
+    }
+);
+
+string_enum!(
+    /// Where an operation is: `pending` until the worker takes it, `running` until it is done, then
+    /// `succeeded` or `failed`.
+    OperationState {
+        /// Recorded; the worker has not taken it yet.
+        Pending = "pending",
+        /// Being carried out.
+        Running = "running",
+        /// Done: the control plane is Ready at the requested generation, or gone.
+        Succeeded = "succeeded",
+        /// Ended without reaching its goal; `reason` and `error` say why.
+        Failed = "failed",
+    }
+);
+
+impl OperationState {
+    /// Whether the operation has ended.
+    pub fn is_done(self) -> bool {
+        matches!(self, OperationState::Succeeded | OperationState::Failed)
+    }
+}
+
+string_enum!(
+    /// A step an operation has reached. A create or update goes `placed`, `applied`, `datastoreReady`,
+    /// `certificates`, `deployed`, `ready`; a delete goes `requested`, `applied`, `deleted`.
+    OperationStage {
+        /// Recorded with its placement on DataStores.
+        Placed = "placed",
+        /// A delete is recorded.
+        Requested = "requested",
+        /// The worker applied it to the management cluster (the TenantControlPlane, or its deletion).
+        Applied = "applied",
+        /// The tenant's space on its DataStores is provisioned (`DataStoreReady`).
+        DatastoreReady = "datastoreReady",
+        /// Its certificates and kubeconfigs are issued (`CertificatesReady`, `KubeconfigsReady`).
+        Certificates = "certificates",
+        /// Its Deployment is available (`DeploymentAvailable`).
+        Deployed = "deployed",
+        /// The control plane is Ready at the requested generation (or asleep, when scaled to zero).
+        Ready = "ready",
+        /// The TenantControlPlane is gone, and with it the tenant's datastore space.
+        Deleted = "deleted",
+    }
+);
+
+impl OperationStage {
+    /// The stages of a create or an update, in order.
+    pub const APPLY: [OperationStage; 6] = [
+        OperationStage::Placed,
+        OperationStage::Applied,
+        OperationStage::DatastoreReady,
+        OperationStage::Certificates,
+        OperationStage::Deployed,
+        OperationStage::Ready,
+    ];
+    /// The stages of a delete, in order.
+    pub const DELETE: [OperationStage; 3] = [
+        OperationStage::Requested,
+        OperationStage::Applied,
+        OperationStage::Deleted,
+    ];
+}
+
 /// Where high-churn resources (events, leases) go: `none`, `auto`, or `pool:<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Offload {

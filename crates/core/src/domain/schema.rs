@@ -38,6 +38,23 @@ pub fn is_phase(s: &str) -> bool {
     (1..=32).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
+/// An id in its hyphenated form (`8-4-4-4-12` hex digits).
+pub const UUID: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+/// The id `s` names, if it has [`UUID`]'s form (not the other forms a UUID parser takes).
+pub fn parse_uuid(s: &str) -> Option<uuid::Uuid> {
+    let hyphens = [8, 13, 18, 23];
+    let form = s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| {
+            if hyphens.contains(&i) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        });
+    form.then(|| uuid::Uuid::parse_str(s).ok()).flatten()
+}
+
 /// A list cursor: a position in `(createdAt, id)` order, 16 hex digits of microseconds (at most
 /// `0x6fff…`, within every timestamp range on the way) and the 32 hex digits of an id.
 pub const CURSOR: &str = "^[0-6][0-9a-f]{47}$";
@@ -219,6 +236,11 @@ mod tests {
         #[test]
         fn an_idempotency_key_matches_its_pattern_exactly_when_it_passes(s in "[ -~\t\u{e9}]{0,257}") {
             prop_assert_eq!(matches(IDEMPOTENCY_KEY, &s), is_idempotency_key(&s), "{:?}", s);
+        }
+
+        #[test]
+        fn a_uuid_matches_its_pattern_exactly_when_it_parses(s in "([{]|urn:uuid:)?[0-9a-fA-Fg]{7,9}-?[0-9a-fA-F]{4}-[0-9a-f]{4}-?[0-9a-f]{4}-[0-9a-fG]{11,13}[}]?") {
+            prop_assert_eq!(matches(UUID, &s), parse_uuid(&s).is_some(), "{:?}", s);
         }
 
         #[test]

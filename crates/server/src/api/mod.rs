@@ -45,6 +45,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// GraphQL limits and switches.
     pub graphql: graphql::GraphqlSettings,
+    /// This process's fan-out of committed changes (subscriptions and long polls).
+    pub hub: crate::service::events::Hub,
 }
 
 impl std::fmt::Debug for AppState {
@@ -112,6 +114,7 @@ impl App {
                 metrics,
                 public_url,
                 max_body_bytes,
+                hub: crate::service::events::Hub::new(graphql.subscription_buffer),
                 graphql,
             },
             tcp_nodelay,
@@ -193,6 +196,7 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
         .routes(routes!(rest::kubeconfig))
         .routes(routes!(rest::create_join_token, rest::list_join_tokens))
         .routes(routes!(rest::revoke_join_token))
+        .routes(routes!(rest::list_operations))
         .routes(routes!(rest::get_operation))
         .routes(routes!(rest::create_pool, rest::list_pools))
         .routes(routes!(rest::get_pool))

@@ -16,7 +16,7 @@ use super::{
     extract::{Auth, IdempotencyKey, JsonBody, RequestId},
 };
 use crate::{
-    domain::FieldError,
+    domain::{FieldError, OperationKind, OperationState},
     service::{
         self, ServiceError,
         control_planes::ListFilter,
@@ -24,7 +24,7 @@ use crate::{
         model::{
             Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreateJoinToken,
             CreatePool, CreateTenant, CreatedJoinToken, DataStore, JoinTokenList, MintToken, MintedToken,
-            Operation, Pool, Tenant, Token, UpdateControlPlane, Viewer,
+            Operation, OperationPage, Pool, Tenant, Token, UpdateControlPlane, Viewer,
         },
         placement::{DrainMove, SimulateRequest},
     },
@@ -370,7 +370,9 @@ pub async fn delete_control_plane(
         key,
         &[],
         StatusCode::ACCEPTED,
-        async |tx| service::control_planes::delete(tx, &auth.0, &tenant, &id, rid.0.as_deref()).await,
+        async |tx| {
+            service::control_planes::delete(&state.ctx, tx, &auth.0, &tenant, &id, rid.0.as_deref()).await
+        },
     )
     .await
     .map_err(|e| e.with_request_id(rid.0.clone()))?;
@@ -504,18 +506,84 @@ pub async fn revoke_join_token(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// One operation.
+/// Long poll of one operation.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct WaitParams {
+    /// Wait up to this many seconds (at most 60) for the operation to change (a new stage, its state) or
+    /// end; a done operation answers at once. 0 or absent: answer at once.
+    #[serde(rename = "waitSeconds")]
+    #[param(rename = "waitSeconds")]
+    pub wait_seconds: Option<u64>,
+}
+
+/// One operation: its state, `done`, the stages it reached with their times, and why it failed. A create
+/// or update succeeds when the control plane is Ready at the operation's generation (or a later one),
+/// and fails with the controller's reason on a permanent error, or at its deadline; a delete succeeds
+/// when the control plane and its datastore space are gone. `waitSeconds` makes it a long poll.
 #[utoipa::path(get, path = "/tenants/{tenant}/operations/{id}", tag = "control-planes", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Operation id")),
-    responses((status = 200, description = "OK", body = Operation), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Operation id"), WaitParams),
+    responses((status = 200, description = "OK", body = Operation), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn get_operation(
     State(state): State<AppState>,
     auth: Auth,
     rid: RequestId,
     Path((tenant, id)): Path<(String, String)>,
+    query: Result<Query<WaitParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Operation>> {
+    let Query(params) = query.map_err(|e| {
+        ApiError::invalid(vec![FieldError::new("query", e.body_text())]).with_request_id(rid.0.clone())
+    })?;
     with_request_id(
-        service::control_planes::operation(&state.ctx, &auth.0, &tenant, &id).await,
+        service::operations::get(&state.ctx, &state.hub, &auth.0, &tenant, &id, params.wait_seconds).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Filters of the operation list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct OperationListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only this control plane's operations (its id).
+    #[serde(rename = "controlPlane")]
+    #[param(rename = "controlPlane")]
+    pub control_plane: Option<String>,
+    /// Only operations in this state.
+    pub state: Option<OperationState>,
+    /// Only operations of this kind.
+    pub kind: Option<OperationKind>,
+}
+
+/// Lists the tenant's operations, newest first, with cursor pagination (tenant viewer).
+#[utoipa::path(get, path = "/tenants/{tenant}/operations", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), OperationListParams),
+    responses((status = 200, description = "OK", body = OperationPage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn list_operations(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    query: Result<Query<OperationListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<OperationPage>> {
+    let Query(params) = query.map_err(|e| {
+        ApiError::invalid(vec![FieldError::new("query", e.body_text())]).with_request_id(rid.0.clone())
+    })?;
+    let filter = service::operations::ListFilter {
+        control_plane: params.control_plane,
+        state: params.state,
+        kind: params.kind,
+        cursor: params.cursor,
+        limit: params.limit,
+    };
+    with_request_id(
+        service::operations::list(&state.ctx, &auth.0, &tenant, filter).await,
         &rid,
     )
     .map(Json)

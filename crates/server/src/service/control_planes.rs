@@ -20,7 +20,7 @@ use crate::{
     },
     store::{
         self,
-        control_planes::{ControlPlaneRow, ListQuery, NewControlPlane, OperationRow},
+        control_planes::{ControlPlaneRow, ListQuery, NewControlPlane},
         placements::PlacementRow,
     },
 };
@@ -133,19 +133,6 @@ pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
     }
 }
 
-/// Converts an operation row.
-pub fn operation_model(row: OperationRow) -> Operation {
-    Operation {
-        id: row.id,
-        control_plane_id: row.control_plane_id,
-        kind: row.kind,
-        state: row.state,
-        error: row.error,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-    }
-}
-
 fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Result<()> {
     let mut errors = Vec::new();
     let mut check = |r: std::result::Result<(), FieldError>| {
@@ -225,8 +212,15 @@ pub async fn create(
         labels: serde_json::to_value(&input.labels).unwrap_or_default(),
     };
     // The row, its operation, the outbox row and the audit entry: one statement.
-    let (row, op) = match store::control_planes::insert_created(tx, tenant.id, &new, &who.actor(), request_id)
-        .await
+    let (row, op) = match store::control_planes::insert_created(
+        tx,
+        tenant.id,
+        &new,
+        &who.actor(),
+        request_id,
+        ctx.limits.operation_deadline_seconds,
+    )
+    .await
     {
         Err(store::StoreError::Conflict(constraint)) if constraint == NODE_PORT_KEY => {
             return Err(ServiceError::ConflictFields(vec![FieldError::new(
@@ -259,7 +253,7 @@ pub async fn create(
         decision: serde_json::to_value(&decision).unwrap_or_default(),
     };
     Ok(Accepted {
-        operation: operation_model(op),
+        operation: super::operations::model(op),
         control_plane: redact(who, to_model_with(row, Some(placement))),
     })
 }
@@ -332,10 +326,10 @@ pub async fn latest_operations(
     ids: &[Uuid],
 ) -> Result<std::collections::HashMap<Uuid, Operation>> {
     visible(who, tenant)?;
-    Ok(store::control_planes::latest_operations(&ctx.db, tenant, ids)
+    Ok(store::operations::latest(&ctx.db, tenant, ids)
         .await?
         .into_iter()
-        .map(|row| (row.control_plane_id, operation_model(row)))
+        .map(|row| (row.control_plane_id, super::operations::model(row)))
         .collect())
 }
 
@@ -348,10 +342,10 @@ pub async fn recent_operations(
 ) -> Result<std::collections::HashMap<Uuid, Vec<Operation>>> {
     visible(who, tenant)?;
     let mut out: std::collections::HashMap<Uuid, Vec<Operation>> = std::collections::HashMap::new();
-    for row in store::control_planes::recent_operations(&ctx.db, tenant, ids, RECENT).await? {
+    for row in store::operations::recent(&ctx.db, tenant, ids, RECENT).await? {
         out.entry(row.control_plane_id)
             .or_default()
-            .push(operation_model(row));
+            .push(super::operations::model(row));
     }
     Ok(out)
 }
@@ -404,11 +398,11 @@ pub fn cursor_after(cp: &ControlPlane) -> String {
 
 /// A position in the `(createdAt, id)` order: the microseconds since the epoch (16 hex digits) and the id
 /// (32): every string of [`crate::domain::schema::CURSOR`]'s form is a position, so none is refused.
-fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
+pub(crate) fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
     format!("{:016x}{}", ts.timestamp_micros().max(0), id.simple())
 }
 
-fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
+pub(crate) fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
     let bad = || FieldError::new("cursor", "is not a cursor returned by this API");
     if !crate::domain::schema::is_cursor(cursor) {
         return Err(bad());
@@ -576,7 +570,19 @@ pub async fn update(
         return Err(ServiceError::ConflictFields(conflicts));
     }
     let row = store::control_planes::update_spec(tx, tenant.id, id, &version, replicas, &labels).await?;
-    let op = store::control_planes::insert_operation(tx, tenant.id, id, "update", request_id).await?;
+    let op = store::operations::insert(
+        tx,
+        tenant.id,
+        id,
+        store::operations::NewOperation {
+            kind: "update",
+            generation: row.generation,
+            first_stage: "placed",
+            deadline_seconds: ctx.limits.operation_deadline_seconds as f64,
+        },
+        request_id,
+    )
+    .await?;
     store::control_planes::enqueue(
         tx,
         tenant.id,
@@ -598,7 +604,7 @@ pub async fn update(
     )
     .await?;
     Ok(Accepted {
-        operation: operation_model(op),
+        operation: super::operations::model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])
@@ -612,6 +618,7 @@ pub async fn update(
 
 /// Queues the deletion (202); a second call returns the pending delete.
 pub async fn delete(
+    ctx: &Ctx,
     tx: &mut PgConnection,
     who: &Principal,
     slug: &str,
@@ -623,14 +630,28 @@ pub async fn delete(
     let current = store::control_planes::get_for_update(tx, tenant.id, id)
         .await?
         .ok_or(ServiceError::NotFound("control plane"))?;
-    if let Some(open) = store::control_planes::open_delete(tx, tenant.id, id).await? {
+    if let Some(open) = store::operations::open_delete(tx, tenant.id, id).await? {
         return Ok(Accepted {
-            operation: operation_model(open),
+            operation: super::operations::model(open),
             control_plane: to_model(current),
         });
     }
     let row = store::control_planes::set_phase(tx, tenant.id, id, "Deleting").await?;
-    let op = store::control_planes::insert_operation(tx, tenant.id, id, "delete", request_id).await?;
+    // The creates and updates still open can no longer reach Ready.
+    store::operations::supersede(tx, tenant.id, id).await?;
+    let op = store::operations::insert(
+        tx,
+        tenant.id,
+        id,
+        store::operations::NewOperation {
+            kind: "delete",
+            generation: row.generation,
+            first_stage: "requested",
+            deadline_seconds: ctx.limits.operation_deadline_seconds as f64,
+        },
+        request_id,
+    )
+    .await?;
     store::control_planes::enqueue(tx, tenant.id, id, op.id, "delete", &serde_json::json!({})).await?;
     store::audit(
         &mut *tx,
@@ -644,7 +665,7 @@ pub async fn delete(
     )
     .await?;
     Ok(Accepted {
-        operation: operation_model(op),
+        operation: super::operations::model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])
@@ -654,16 +675,6 @@ pub async fn delete(
                 .ok_or(ServiceError::NotFound("control plane"))?,
         ),
     })
-}
-
-/// One operation.
-pub async fn operation(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<Operation> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-    let id = super::parse_id(id, "operation")?;
-    store::control_planes::operation(&ctx.db, tenant.id, id)
-        .await?
-        .map(operation_model)
-        .ok_or(ServiceError::NotFound("operation"))
 }
 
 /// Whether the control plane is Ready, or has been (an installed version is recorded): a control plane

@@ -14,7 +14,11 @@ use sqlx::postgres::PgListener;
 use tokio::sync::{OnceCell, broadcast};
 use uuid::Uuid;
 
-use super::{Ctx, Result, ServiceError, model::ControlPlane, tenant_for};
+use super::{
+    Ctx, Result, ServiceError,
+    model::{ControlPlane, Operation},
+    tenant_for,
+};
 use crate::{auth::Principal, domain::Role};
 
 /// The channel the worker notifies on.
@@ -31,7 +35,16 @@ pub struct Event {
     pub control_plane: ControlPlane,
 }
 
-/// The process-wide fan-out of [`Event`]s; cheap to clone.
+/// An operation that changed (a stage, its state), as committed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationEvent {
+    /// Its tenant.
+    pub tenant_id: Uuid,
+    /// The operation after the change.
+    pub operation: Operation,
+}
+
+/// The process-wide fan-out of [`Event`]s and [`OperationEvent`]s; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Hub {
     inner: Arc<HubInner>,
@@ -41,6 +54,7 @@ pub struct Hub {
 struct HubInner {
     capacity: usize,
     sender: OnceCell<broadcast::Sender<Arc<Event>>>,
+    operations: OnceCell<broadcast::Sender<Arc<OperationEvent>>>,
     revoked: OnceCell<broadcast::Sender<Uuid>>,
 }
 
@@ -51,6 +65,7 @@ impl Hub {
             inner: Arc::new(HubInner {
                 capacity: capacity.max(1),
                 sender: OnceCell::new(),
+                operations: OnceCell::new(),
                 revoked: OnceCell::new(),
             }),
         }
@@ -72,6 +87,23 @@ impl Hub {
 }
 
 impl Hub {
+    /// Every operation change of every tenant as it is committed (the caller filters); the first call
+    /// starts the `LISTEN` and returns once it is active.
+    pub async fn operations(&self, db: &sqlx::PgPool) -> Result<broadcast::Receiver<Arc<OperationEvent>>> {
+        let sender = self
+            .inner
+            .operations
+            .get_or_try_init(|| async {
+                let mut listener = PgListener::connect_with(db).await?;
+                listener.listen(crate::store::operations::CHANNEL).await?;
+                let (sender, _) = broadcast::channel(self.inner.capacity);
+                tokio::spawn(relay_operations(listener, db.clone(), sender.clone()));
+                Ok::<_, ServiceError>(sender)
+            })
+            .await?;
+        Ok(sender.subscribe())
+    }
+
     /// Revoked token ids as they are announced; the first call starts the `LISTEN` and returns once it is
     /// active. A receiver that lags has missed some: its owner re-checks its token.
     pub async fn revocations(&self, db: &sqlx::PgPool) -> Result<broadcast::Receiver<Uuid>> {
@@ -103,6 +135,43 @@ async fn relay_revocations(mut listener: PgListener, sender: broadcast::Sender<U
                 // Revocations announced meanwhile are missed; the periodic re-check still catches them.
                 tracing::warn!(error = %err, "token revocation listener failed; reconnecting");
                 tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Loads each notified operation once and broadcasts it.
+async fn relay_operations(
+    mut listener: PgListener,
+    db: sqlx::PgPool,
+    sender: broadcast::Sender<Arc<OperationEvent>>,
+) {
+    loop {
+        let notification = match listener.recv().await {
+            Ok(n) => n,
+            Err(err) => {
+                // A long poll that misses a change answers at its timeout with the state as it is then.
+                tracing::warn!(error = %err, "operation event listener failed; reconnecting");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let Some((Ok(tenant), Ok(id))) = notification
+            .payload()
+            .split_once(':')
+            .map(|(t, i)| (Uuid::parse_str(t), Uuid::parse_str(i)))
+        else {
+            continue;
+        };
+        match super::operations::load(&db, tenant, id).await {
+            Ok(operation) => {
+                let _ = sender.send(Arc::new(OperationEvent {
+                    tenant_id: tenant,
+                    operation,
+                }));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, operation.id = %id, "loading a changed operation failed")
             }
         }
     }

@@ -6,6 +6,7 @@ pub mod events;
 pub mod idempotency;
 pub mod join_tokens;
 pub mod model;
+pub mod operations;
 pub mod placement;
 pub mod tenants;
 pub mod tokens;
@@ -45,6 +46,8 @@ pub struct Limits {
     pub node_ports: crate::domain::PortRange,
     /// Live signing keys (active, or retired but still verifying) a tenant may have (`--max-signing-keys`).
     pub max_signing_keys: i64,
+    /// Seconds an operation may take before it fails with `DeadlineExceeded` (`--operation-deadline-seconds`).
+    pub operation_deadline_seconds: i64,
 }
 
 impl Default for Limits {
@@ -53,6 +56,7 @@ impl Default for Limits {
             namespace_template: crate::translate::DEFAULT_NAMESPACE_TEMPLATE.into(),
             node_ports: crate::domain::PortRange::NODE_PORTS,
             max_signing_keys: 10,
+            operation_deadline_seconds: 1800,
         }
     }
 }

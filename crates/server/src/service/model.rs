@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::domain::{Role, ServiceType, SizeClass};
+use crate::domain::{OperationKind, OperationStage, OperationState, Role, ServiceType, SizeClass};
 
 /// A tenant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -394,7 +394,8 @@ pub struct PlacementOverride {
     pub data_store: String,
 }
 
-/// An asynchronous operation on a control plane.
+/// An asynchronous operation on a control plane (after Google AIP-151): it is `done` when the work is,
+/// not when the request is recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Operation {
@@ -402,16 +403,50 @@ pub struct Operation {
     pub id: Uuid,
     /// Control plane.
     pub control_plane_id: Uuid,
-    /// `create`, `update` or `delete`.
-    pub kind: String,
-    /// `pending`, `running`, `succeeded` or `failed`.
-    pub state: String,
-    /// Error of a failed operation.
+    /// What it does.
+    pub kind: OperationKind,
+    /// Where it is.
+    pub state: OperationState,
+    /// Whether it has ended (`succeeded` or `failed`).
+    pub done: bool,
+    /// The control plane generation it asks for; a create or update succeeds when the control plane is
+    /// Ready at this generation or a later one.
+    pub generation: i64,
+    /// The last stage reached.
+    pub stage: Option<OperationStage>,
+    /// Every stage reached, in order, with when.
+    pub stages: Vec<StageReached>,
+    /// Why it failed, machine-readable: the controller's reason (e.g. `ImageNotBuilt`), or
+    /// `DeadlineExceeded`, `Superseded`, `ApplyFailed`, `DeleteTimeout`.
+    pub reason: Option<String>,
+    /// What went wrong, for people.
     pub error: Option<String>,
+    /// When it fails unless done.
+    pub deadline_at: DateTime<Utc>,
     /// Created.
     pub created_at: DateTime<Utc>,
     /// Updated.
     pub updated_at: DateTime<Utc>,
+}
+
+/// A stage an operation reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageReached {
+    /// The stage.
+    pub stage: OperationStage,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// A page of operations, newest first, with an opaque cursor for the next (older) page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationPage {
+    /// Items, newest first.
+    pub items: Vec<Operation>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// The answer to a write: the operation and the resource as recorded.

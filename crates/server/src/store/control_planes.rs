@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+pub use super::operations::OperationRow;
 use super::{StoreError, placements::PlacementRow, tenants::TenantRow};
 pub use crate::domain::ControlPlaneRow;
 
@@ -36,30 +37,7 @@ pub struct NewControlPlane {
     pub labels: serde_json::Value,
 }
 
-/// An operation row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OperationRow {
-    /// Id.
-    pub id: Uuid,
-    /// Tenant.
-    pub tenant_id: Uuid,
-    /// Control plane.
-    pub control_plane_id: Uuid,
-    /// `create`, `update` or `delete`.
-    pub kind: String,
-    /// `pending`, `running`, `succeeded` or `failed`.
-    pub state: String,
-    /// Error of a failed operation.
-    pub error: Option<String>,
-    /// Request id of the call that started it.
-    pub request_id: Option<String>,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-    /// Updated.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// Records a new control plane with its `create` operation, the outbox row that applies it and the audit
+/// Records a new control plane with its `create` operation (stage `placed`, failing after `deadline_seconds`), the outbox row that applies it and the audit
 /// entry of `actor`, in one statement (one round trip of the create's transaction).
 pub async fn insert_created(
     tx: &mut PgConnection,
@@ -67,6 +45,7 @@ pub async fn insert_created(
     cp: &NewControlPlane,
     actor: &str,
     request_id: Option<&str>,
+    deadline_seconds: i64,
 ) -> Result<(ControlPlaneRow, OperationRow), StoreError> {
     let operation = Uuid::new_v4();
     let row = sqlx::query_as!(
@@ -78,8 +57,11 @@ pub async fn insert_created(
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
              returning *
            ), op as (
-             insert into operations (id, tenant_id, control_plane_id, kind, request_id)
-             select $15, cp.tenant_id, cp.id, 'create', $16 from cp
+             insert into operations (id, tenant_id, control_plane_id, kind, request_id, generation, stages, deadline_at)
+             select $15, cp.tenant_id, cp.id, 'create', $16, cp.generation,
+                    jsonb_build_array(jsonb_build_object('stage', 'placed', 'at', now())),
+                    now() + make_interval(secs => $18)
+             from cp
              returning id
            ), queued as (
              insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload)
@@ -115,7 +97,8 @@ pub async fn insert_created(
         cp.labels,
         operation,
         request_id,
-        actor
+        actor,
+        deadline_seconds as f64
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -128,6 +111,10 @@ pub async fn insert_created(
         state: "pending".into(),
         error: None,
         request_id: request_id.map(str::to_string),
+        generation: row.generation,
+        stages: serde_json::json!([{"stage": "placed", "at": row.created_at}]),
+        reason: None,
+        deadline_at: row.created_at + chrono::Duration::seconds(deadline_seconds),
         created_at: row.created_at,
         updated_at: row.created_at,
     };
@@ -350,64 +337,6 @@ pub async fn set_phase(
     .await?)
 }
 
-/// Inserts an operation (pending).
-pub async fn insert_operation(
-    tx: &mut PgConnection,
-    tenant: Uuid,
-    control_plane: Uuid,
-    kind: &str,
-    request_id: Option<&str>,
-) -> Result<OperationRow, StoreError> {
-    Ok(sqlx::query_as!(
-        OperationRow,
-        "insert into operations (id, tenant_id, control_plane_id, kind, request_id) values ($1, $2, $3, $4, $5)
-         returning id, tenant_id, control_plane_id, kind, state, error, request_id, created_at, updated_at",
-        Uuid::new_v4(),
-        tenant,
-        control_plane,
-        kind,
-        request_id
-    )
-    .fetch_one(&mut *tx)
-    .await?)
-}
-
-/// An operation of `tenant`.
-pub async fn operation(
-    db: impl PgExecutor<'_>,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<Option<OperationRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        OperationRow,
-        "select id, tenant_id, control_plane_id, kind, state, error, request_id, created_at, updated_at
-         from operations where tenant_id = $1 and id = $2",
-        tenant,
-        id
-    )
-    .fetch_optional(db)
-    .await?)
-}
-
-/// The pending or running delete of a control plane, if any.
-pub async fn open_delete(
-    tx: &mut PgConnection,
-    tenant: Uuid,
-    control_plane: Uuid,
-) -> Result<Option<OperationRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        OperationRow,
-        "select id, tenant_id, control_plane_id, kind, state, error, request_id, created_at, updated_at
-         from operations where tenant_id = $1 and control_plane_id = $2 and kind = 'delete'
-           and state in ('pending', 'running')
-         order by created_at desc limit 1",
-        tenant,
-        control_plane
-    )
-    .fetch_optional(&mut *tx)
-    .await?)
-}
-
 /// Queues work for the worker.
 pub async fn enqueue(
     tx: &mut PgConnection,
@@ -426,47 +355,5 @@ pub async fn enqueue(
         payload
     )
     .fetch_one(&mut *tx)
-    .await?)
-}
-
-/// The newest operation of each of `tenant`'s control planes in `ids` (one query for a whole page).
-pub async fn latest_operations(
-    db: impl PgExecutor<'_>,
-    tenant: Uuid,
-    ids: &[Uuid],
-) -> Result<Vec<OperationRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        OperationRow,
-        "select distinct on (control_plane_id)
-                id, tenant_id, control_plane_id, kind, state, error, request_id, created_at, updated_at
-         from operations where tenant_id = $1 and control_plane_id = any($2)
-         order by control_plane_id, created_at desc, id desc",
-        tenant,
-        ids
-    )
-    .fetch_all(db)
-    .await?)
-}
-
-/// The `per` newest operations of each of `tenant`'s control planes in `ids`, newest first (one query).
-pub async fn recent_operations(
-    db: impl PgExecutor<'_>,
-    tenant: Uuid,
-    ids: &[Uuid],
-    per: i64,
-) -> Result<Vec<OperationRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        OperationRow,
-        r#"select id as "id!", tenant_id as "tenant_id!", control_plane_id as "control_plane_id!", kind as "kind!",
-                  state as "state!", error, request_id, created_at as "created_at!", updated_at as "updated_at!"
-           from (select o.*, row_number() over (partition by control_plane_id order by created_at desc, id desc) as n
-                 from operations o where tenant_id = $1 and control_plane_id = any($2)) r
-           where n <= $3
-           order by control_plane_id, created_at desc, id desc"#,
-        tenant,
-        ids,
-        per
-    )
-    .fetch_all(db)
     .await?)
 }

@@ -4,6 +4,7 @@ pub mod control_planes;
 pub mod datastores;
 pub mod idempotency;
 pub mod join_tokens;
+pub mod operations;
 pub mod outbox;
 pub mod placements;
 pub mod tenants;

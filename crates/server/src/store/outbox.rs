@@ -96,24 +96,6 @@ pub async fn depth(db: impl PgExecutor<'_>) -> Result<i64, StoreError> {
     )
 }
 
-/// Sets an operation's state (and error).
-pub async fn set_operation(
-    tx: &mut PgConnection,
-    id: Uuid,
-    state: &str,
-    error: Option<&str>,
-) -> Result<(), StoreError> {
-    sqlx::query!(
-        "update operations set state = $2, error = $3, updated_at = now() where id = $1",
-        id,
-        state,
-        error
-    )
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
-}
-
 /// A control plane whatever its state (deleted ones too), with its tenant's slug.
 pub async fn control_plane(
     tx: &mut PgConnection,

@@ -1,7 +1,7 @@
 //! The sync worker: PostgreSQL intent → `TenantControlPlane`s through the transactional outbox, and status
 //! back.
 //!
-//! Four loops run side by side ([`Worker::run`]):
+//! Five loops run side by side ([`Worker::run`]):
 //! - **outbox**: claim due rows (`FOR UPDATE SKIP LOCKED`, oldest row per control plane), apply or delete,
 //!   and record the result in the transaction that holds the claim. A crash rolls the claim back and the
 //!   rows are applied again (server-side apply is idempotent); the committed audit row
@@ -13,11 +13,17 @@
 //!   cleared when that TCP is deleted). Any other TCP with the same labels is ignored and counted.
 //! - **datastores**: a watcher on DataStores mirrors `status.ready` into `datastores.ready`, so
 //!   placement skips DataStores the controller found unready.
+//! - **operations**: an apply stamps `applied` on the operations it carries; every status event of a
+//!   control plane's own TCP moves its open creates and updates through `datastoreReady`, `certificates`,
+//!   `deployed` to `ready` ([`progress`]), succeeding them when it is Ready at their generation and failing
+//!   them on a fresh `Stalled=True`; a delete succeeds when the TCP (and so its datastore space) is gone;
+//!   every [`DEADLINE_SWEEP`] the operations past their deadline fail.
 //! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
 //!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
 //!   managers own and we never send are left alone.
 
 pub mod metrics;
+pub mod progress;
 pub mod status;
 
 use std::{
@@ -40,7 +46,12 @@ pub use metrics::WorkerMetrics;
 
 use crate::{
     k8s::crd::{DataStore, TenantControlPlane},
-    store::{self, StoreError, control_planes::ControlPlaneRow, outbox::OutboxRow},
+    store::{
+        self, StoreError,
+        control_planes::ControlPlaneRow,
+        operations::{Advance, End},
+        outbox::OutboxRow,
+    },
     translate::{self, FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY, Placement},
 };
 
@@ -157,6 +168,9 @@ fn jitter_unit() -> f64 {
     (Uuid::new_v4().as_u128() % 10_000) as f64 / 10_000.0
 }
 
+/// How often operations past their deadline are failed.
+const DEADLINE_SWEEP: Duration = Duration::from_secs(2);
+
 /// How long a delete waits before it checks again whether the TCP is gone (finalizers run meanwhile).
 const DELETE_RECHECK: Duration = Duration::from_secs(1);
 
@@ -238,11 +252,13 @@ impl Worker {
         let status = self.clone().status_loop();
         let resync = self.clone().resync_loop();
         let datastores = self.clone().datastore_loop();
+        let deadlines = self.clone().deadline_loop();
         tokio::select! {
             r = outbox => r,
             r = status => r,
             r = resync => r,
             r = datastores => r,
+            r = deadlines => r,
         }
     }
 
@@ -261,6 +277,18 @@ impl Worker {
             }
             if (claimed as i64) < self.settings.batch_size {
                 tokio::time::sleep(idle).await;
+            }
+        }
+    }
+
+    /// Fails the operations past their deadline, every [`DEADLINE_SWEEP`].
+    async fn deadline_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        loop {
+            tokio::time::sleep(DEADLINE_SWEEP).await;
+            match store::operations::expire(&self.db).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(expired = n, "operations failed at their deadline"),
+                Err(err) => tracing::warn!(%err, "the deadline sweep failed"),
             }
         }
     }
@@ -356,9 +384,13 @@ impl Worker {
         match verdict {
             store::outbox::StatusVerdict::Written => {
                 self.metrics.status_updates.inc();
+                self.advance_operations(tcp, &seen).await?;
                 Ok(true)
             }
-            store::outbox::StatusVerdict::Unchanged => Ok(false),
+            store::outbox::StatusVerdict::Unchanged => {
+                self.advance_operations(tcp, &seen).await?;
+                Ok(false)
+            }
             store::outbox::StatusVerdict::Rejected(reason) => {
                 // Once per foreign TCP at warn: a hostile writer's every status patch must not flood the log.
                 if self.first_rejection(&seen.uid, reason) {
@@ -373,6 +405,31 @@ impl Worker {
                 Ok(false)
             }
         }
+    }
+
+    /// Moves the open creates and updates of the TCP's control plane along what its status shows (only
+    /// for the control plane's own TCP: the caller has checked it).
+    async fn advance_operations(
+        &self,
+        tcp: &TenantControlPlane,
+        seen: &status::Observed,
+    ) -> Result<(), WorkerError> {
+        let Some(progress) = progress::progress(tcp) else {
+            return Ok(());
+        };
+        let stages: Vec<&str> = progress.stages.iter().map(|s| s.as_str()).collect();
+        let advance = Advance {
+            generation: progress.generation,
+            stages: &stages,
+            done: progress.done,
+            failed: progress.stalled.as_ref().map(|(r, m)| (r.as_str(), m.as_str())),
+        };
+        let changed =
+            store::operations::advance(&self.db, seen.tenant_id, seen.control_plane_id, &advance).await?;
+        if changed > 0 {
+            tracing::debug!(control_plane = %seen.control_plane_id, changed, ?progress, "operations advanced");
+        }
+        Ok(())
     }
 
     /// Whether `uid` is refused for the first time; remembers it with the reason (at most 10,000 UIDs,
@@ -432,25 +489,26 @@ impl Worker {
             "delete" => self.handle_delete(tx, row, &cp, &slug).await,
             other => {
                 let error = format!("unknown outbox kind {other:?}");
-                self.finish(tx, row, "failed", Some(&error)).await?;
+                self.finish(tx, row, Some(End::Failed("UnknownWork", &error)))
+                    .await?;
                 Ok(Outcome::Failed)
             }
         }
     }
 
+    /// Closes outbox `row` (given up when `end` is a failure) and ends its operation with `end`, if any.
     async fn finish(
         &self,
         tx: &mut PgConnection,
         row: &OutboxRow,
-        state: &str,
-        error: Option<&str>,
+        end: Option<End<'_>>,
     ) -> Result<(), WorkerError> {
-        match error {
-            Some(error) if state == "failed" => store::outbox::give_up(tx, row.id, error).await?,
+        match end {
+            Some(End::Failed(_, message)) => store::outbox::give_up(tx, row.id, message).await?,
             _ => store::outbox::complete(tx, row.id).await?,
         }
-        if let Some(op) = row.operation_id {
-            store::outbox::set_operation(tx, op, state, error).await?;
+        if let (Some(op), Some(end)) = (row.operation_id, end) {
+            store::operations::end(tx, op, end).await?;
         }
         Ok(())
     }
@@ -463,19 +521,16 @@ impl Worker {
         slug: &str,
     ) -> Result<Outcome, WorkerError> {
         if cp.deleted_at.is_some() || matches!(cp.phase.as_str(), "Deleting" | "Deleted") {
-            self.finish(
-                tx,
-                row,
-                "failed",
-                Some("superseded: the control plane was deleted before this change was applied"),
-            )
-            .await?;
+            let message = "the control plane was deleted before this change was applied";
+            self.finish(tx, row, Some(End::Failed("Superseded", message)))
+                .await?;
             return Ok(Outcome::Skipped);
         }
         let generation = row.payload.get("generation").and_then(serde_json::Value::as_i64);
         if generation.is_some_and(|g| g < cp.generation) {
-            // A newer row carries this change too; it applies the current spec.
-            self.finish(tx, row, "succeeded", None).await?;
+            // A newer row carries this change too; it applies the current spec, and the operation is done
+            // when the control plane is Ready at that (later) generation.
+            self.finish(tx, row, None).await?;
             return Ok(Outcome::Skipped);
         }
         let placement = self.placement(tx, cp).await?;
@@ -488,7 +543,9 @@ impl Worker {
                 if let Some(uid) = uid {
                     store::outbox::pin_tcp(tx, cp.tenant_id, cp.id, &uid).await?;
                 }
-                self.finish(tx, row, "succeeded", None).await?;
+                // Applied is a stage, not the end: the status of the TCP finishes the operations.
+                self.finish(tx, row, None).await?;
+                store::operations::reach(tx, cp.id, &["create", "update"], cp.generation, "applied").await?;
                 store::audit(
                     &mut *tx,
                     Some(cp.tenant_id),
@@ -518,7 +575,8 @@ impl Worker {
         if attempt >= self.settings.max_attempts {
             tracing::warn!(outbox = row.id, attempt, %error, "giving up");
             let error = format!("gave up after {attempt} attempts: {error}");
-            self.finish(tx, row, "failed", Some(&error)).await?;
+            self.finish(tx, row, Some(End::Failed("ApplyFailed", &error)))
+                .await?;
             return Ok(Outcome::Failed);
         }
         let delay = backoff(
@@ -530,7 +588,7 @@ impl Worker {
         tracing::info!(outbox = row.id, attempt, %error, ?delay, "apply failed; retrying later");
         store::outbox::retry_later(tx, row.id, delay.as_secs_f64(), Some(error)).await?;
         if let Some(op) = row.operation_id {
-            store::outbox::set_operation(tx, op, "running", None).await?;
+            store::operations::running(tx, op).await?;
         }
         Ok(Outcome::Retrying)
     }
@@ -556,7 +614,8 @@ impl Worker {
                         status::stuck_reason(&tcp)
                     );
                     tracing::warn!(control_plane = %cp.id, %error, "giving up on a delete");
-                    self.finish(tx, row, "failed", Some(&error)).await?;
+                    self.finish(tx, row, Some(End::Failed("DeleteTimeout", &error)))
+                        .await?;
                     return Ok(Outcome::Failed);
                 }
                 false
@@ -571,13 +630,13 @@ impl Worker {
         if !gone {
             // Finalizers run first; look again on a later pass without holding up this batch.
             store::outbox::retry_later(tx, row.id, DELETE_RECHECK.as_secs_f64(), None).await?;
-            if let Some(op) = row.operation_id {
-                store::outbox::set_operation(tx, op, "running", None).await?;
-            }
+            store::operations::reach(tx, cp.id, &["delete"], i64::MAX, "applied").await?;
             return Ok(Outcome::Waiting);
         }
         store::outbox::mark_deleted(tx, cp.tenant_id, cp.id).await?;
-        self.finish(tx, row, "succeeded", None).await?;
+        // Gone means its finalizer has removed the tenant's datastore space.
+        store::operations::reach(tx, cp.id, &["delete"], i64::MAX, "applied").await?;
+        self.finish(tx, row, Some(End::Succeeded("deleted"))).await?;
         store::audit(
             &mut *tx,
             Some(cp.tenant_id),

@@ -29,14 +29,18 @@ pub mod conditions {
     pub const EXTRA_ARGS_APPLIED: &str = "ExtraArgsApplied";
     /// The control plane serves.
     pub const READY: &str = "Ready";
+    /// kstatus' `Stalled`: True when no retry can succeed until something changes (a permanent error, pods
+    /// that cannot be made, a rollout past its progress deadline); False otherwise.
+    pub const STALLED: &str = "Stalled";
     /// All of the above.
-    pub const OWNED: [&str; 6] = [
+    pub const OWNED: [&str; 7] = [
         CERTIFICATES_READY,
         KUBECONFIGS_READY,
         DEPLOYMENT_AVAILABLE,
         VERSION_ACCEPTED,
         EXTRA_ARGS_APPLIED,
         READY,
+        STALLED,
     ];
 }
 
@@ -140,7 +144,7 @@ pub fn datastore_failure_status(
     let previous = owned.conditions.clone();
     let mut conditions = Conditions::new(&previous, tcp.metadata.generation, now);
     for c in previous.iter().filter(|c| OWNED.contains(&c.type_.as_str())) {
-        if c.type_ != READY {
+        if c.type_ != READY && c.type_ != STALLED {
             conditions.set(
                 &c.type_,
                 match c.status.as_str() {
@@ -159,6 +163,7 @@ pub fn datastore_failure_status(
         err.reason(),
         format!("the datastore phase failed: {err}"),
     );
+    stalled_after(&mut conditions, Some(err), Phase::Datastore);
     owned.conditions = conditions.into_vec();
     with_storage(owned, record)
 }
@@ -191,6 +196,11 @@ pub fn workload_status(
             format!("the {phase} phase failed: {err}"),
         );
     }
+    stalled_after(
+        &mut conditions,
+        result.err(),
+        result.err().and_then(Error::phase).unwrap_or(Phase::Service),
+    );
     // Keep the conditions this run did not reach.
     let mut merged: Map<String, Condition> = previous
         .iter()
@@ -205,6 +215,43 @@ pub fn workload_status(
         owned.observed_generation = tcp.metadata.generation;
     }
     with_storage(owned, record)
+}
+
+/// `Stalled` after a run, unless a step set it (a rollout that cannot go on): True for a permanent error,
+/// False for a transient one (retried with backoff) or none.
+fn stalled_after(conditions: &mut Conditions<'_>, err: Option<&Error>, phase: Phase) {
+    if conditions.get(STALLED).is_some() {
+        return;
+    }
+    match err {
+        Some(err) if !err.is_transient() => conditions.set(
+            STALLED,
+            Some(true),
+            err.reason(),
+            format!("the {phase} phase cannot succeed until something changes: {err}"),
+        ),
+        Some(err) => conditions.set(
+            STALLED,
+            Some(false),
+            "Retrying",
+            format!("{} is retried with backoff", err.reason()),
+        ),
+        None => conditions.set(STALLED, Some(false), "Progressing", "no permanent failure"),
+    }
+}
+
+/// Why a Deployment's rollout cannot go on by itself: a pod template the pods cannot be made from
+/// (the pod-less runner's `ImageNotBuilt` and `UnsupportedPodTemplate`), or a rollout past its
+/// progress deadline. `(reason, message)`.
+pub fn rollout_stall(applied: &Deployment) -> Option<(String, String)> {
+    const PERMANENT: [&str; 2] = ["ImageNotBuilt", "UnsupportedPodTemplate"];
+    let conditions = applied.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find_map(|c| {
+        let reason = c.reason.as_deref().unwrap_or_default();
+        let stalled = (c.type_ == "ReplicaFailure" && c.status == "True" && PERMANENT.contains(&reason))
+            || (c.type_ == "Progressing" && c.status == "False" && reason == "ProgressDeadlineExceeded");
+        stalled.then(|| (reason.to_string(), c.message.clone().unwrap_or_default()))
+    })
 }
 
 /// `CertificatesReady` and `KubeconfigsReady` after the PKI step: which Secrets were generated, or
@@ -490,6 +537,9 @@ pub fn rollout_conditions(
         message.clone(),
     );
     conditions.set(READY, Some(false), &format!("{state:?}"), message);
+    if let Some((reason, message)) = rollout_stall(applied) {
+        conditions.set(STALLED, Some(true), &reason, message);
+    }
 }
 
 fn now_rfc3339(now: Timestamp) -> String {

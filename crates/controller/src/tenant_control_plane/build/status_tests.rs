@@ -326,3 +326,82 @@ fn overrides_condition_lists_them_in_spec_order() {
         "2 override(s) provisioned: /events→a, /leases→b"
     );
 }
+
+#[test]
+fn stalled_is_true_only_for_what_no_retry_can_fix() {
+    let t = tcp();
+    let stalled_after = |result: Result<(), &Error>| {
+        let owned = workload_status(
+            &t,
+            &[],
+            Conditions::new(&[], Some(4), now()),
+            Owned::default(),
+            result,
+            StorageRecord::default(),
+        );
+        let c = condition(&owned.conditions, STALLED);
+        (c.status.clone(), c.reason.clone(), c.observed_generation)
+    };
+    let permanent = Error::Invalid {
+        reason: "InvalidSpec",
+        message: "the port is taken".into(),
+    }
+    .in_phase(Phase::Deployment);
+    assert_eq!(
+        stalled_after(Err(&permanent)),
+        ("True".into(), "InvalidSpec".into(), Some(4))
+    );
+    let transient = Error::NotReady {
+        reason: "DataStoreNotReady",
+        message: "not checked yet".into(),
+    }
+    .in_phase(Phase::Certificates);
+    assert_eq!(
+        stalled_after(Err(&transient)),
+        ("False".into(), "Retrying".into(), Some(4))
+    );
+    assert_eq!(
+        stalled_after(Ok(())),
+        ("False".into(), "Progressing".into(), Some(4))
+    );
+}
+
+#[test]
+fn a_rollout_is_stalled_by_pods_that_cannot_be_made_or_its_progress_deadline_not_by_a_failed_create() {
+    let failure = |type_: &str, status: &str, reason: &str| DeploymentStatus {
+        conditions: Some(vec![DeploymentCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(format!("{reason} says so")),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    let stalled = |status: DeploymentStatus| {
+        let mut c = Conditions::new(&[], Some(4), now());
+        rollout_conditions(
+            &mut c,
+            &deployment(1, status),
+            1,
+            KubernetesVersionState::Provisioning,
+        );
+        c.get(STALLED).map(|s| (s.reason.clone(), s.message.clone()))
+    };
+    for reason in ["ImageNotBuilt", "UnsupportedPodTemplate"] {
+        assert_eq!(
+            stalled(failure("ReplicaFailure", "True", reason)),
+            Some((reason.to_string(), format!("{reason} says so")))
+        );
+    }
+    assert_eq!(
+        stalled(failure("Progressing", "False", "ProgressDeadlineExceeded")),
+        Some((
+            "ProgressDeadlineExceeded".into(),
+            "ProgressDeadlineExceeded says so".into()
+        ))
+    );
+    // A quota or admission refusal may pass; the rollout is only in progress.
+    assert_eq!(stalled(failure("ReplicaFailure", "True", "FailedCreate")), None);
+    assert_eq!(stalled(failure("Progressing", "True", "ReplicaSetUpdated")), None);
+}

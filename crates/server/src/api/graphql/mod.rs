@@ -362,7 +362,7 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 /// `/graphql`: POST and GET (queries only) execute, GET without a query serves GraphiQL, and a WebSocket
 /// upgrade starts a subscription connection.
 pub fn routes(state: &AppState) -> Router<AppState> {
-    let hub = Hub::new(state.graphql.subscription_buffer);
+    let hub = state.hub.clone();
     let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone(), state.kube.clone());
     Router::new()
         .route("/graphql", get(get_graphql).post(post_graphql))

@@ -392,11 +392,11 @@ impl Mutation {
         ctx: &Context<'_>,
         input: DeleteControlPlaneInput,
     ) -> Result<ControlPlanePayload> {
-        let (_, who) = caller(ctx)?;
+        let (c, who) = caller(ctx)?;
         let rid = request_id(ctx);
         let (slug, id) = control_plane_id(&input.id)?;
         in_tx(ctx, slug.clone(), async |tx| {
-            service::control_planes::delete(tx, who, &slug, &id, rid.as_deref()).await
+            service::control_planes::delete(c, tx, who, &slug, &id, rid.as_deref()).await
         })
         .await
     }

@@ -5,8 +5,8 @@ use async_graphql::{Context, ID, Object, Result};
 use super::{
     caller,
     types::{
-        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, JoinToken, Node, PageInfo,
-        Pool, Tenant, Viewer,
+        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, JoinToken, Node, Operation,
+        OperationConnection, OperationEdge, OperationKind, OperationState, PageInfo, Pool, Tenant, Viewer,
     },
 };
 use crate::service::{self, ServiceError, control_planes::ListFilter};
@@ -91,6 +91,62 @@ impl Query {
                 })
                 .collect(),
             nodes,
+            page_info: PageInfo {
+                has_next_page: end.is_some(),
+                end_cursor: end,
+            },
+        })
+    }
+
+    /// One operation of a tenant (tenant-viewer); `null` when it does not exist or the caller may not see
+    /// it. To wait for it, subscribe to `operationEvents`.
+    async fn operation(&self, ctx: &Context<'_>, tenant: String, id: ID) -> Result<Option<Operation>> {
+        let (c, who) = caller(ctx)?;
+        let hub = ctx.data::<service::events::Hub>()?;
+        match service::operations::get(c, hub, who, &tenant, &id, None).await {
+            Ok(op) => Ok(Some(op.into())),
+            Err(ServiceError::NotFound(_)) => Ok(None),
+            Err(e) => Err(super::gql_error(e)),
+        }
+    }
+
+    /// A page of a tenant's operations, newest first (tenant-viewer). `first` is 1–100 (default 20);
+    /// filters: `controlPlane` (its id), `state`, `kind`.
+    #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]
+    #[expect(clippy::too_many_arguments, reason = "the connection's arguments")]
+    async fn operations(
+        &self,
+        ctx: &Context<'_>,
+        tenant: String,
+        first: Option<i32>,
+        after: Option<String>,
+        control_plane: Option<ID>,
+        state: Option<OperationState>,
+        kind: Option<OperationKind>,
+    ) -> Result<OperationConnection> {
+        let (c, who) = caller(ctx)?;
+        let filter = service::operations::ListFilter {
+            control_plane: control_plane.map(|id| id.to_string()),
+            state: state.map(Into::into),
+            kind: kind.map(Into::into),
+            cursor: after,
+            limit: first.map(i64::from),
+        };
+        let page = service::operations::list(c, who, &tenant, filter)
+            .await
+            .map_err(|e| super::gql_error(rename_list_fields(e)))?;
+        let edges: Vec<OperationEdge> = page
+            .items
+            .into_iter()
+            .map(|op| OperationEdge {
+                cursor: service::operations::cursor_after(&op),
+                node: op.into(),
+            })
+            .collect();
+        let end = page.next_cursor.clone();
+        Ok(OperationConnection {
+            nodes: edges.iter().map(|e| e.node.clone()).collect(),
+            edges,
             page_info: PageInfo {
                 has_next_page: end.is_some(),
                 end_cursor: end,

@@ -353,17 +353,143 @@ pub struct PlacementOverride {
     pub data_store: String,
 }
 
-/// An asynchronous change carried to the cluster.
-#[derive(SimpleObject, Clone, Debug)]
+/// What an operation does.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    /// Makes the control plane.
+    Create,
+    /// Changes its spec.
+    Update,
+    /// Removes it and its datastore space.
+    Delete,
+}
+
+/// Where an operation is.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OperationState {
+    /// Recorded; the worker has not taken it yet.
+    Pending,
+    /// Being carried out.
+    Running,
+    /// Done: Ready at the requested generation, or gone.
+    Succeeded,
+    /// Ended without reaching its goal.
+    Failed,
+}
+
+/// A step an operation reached (see the REST `OperationStage`).
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OperationStage {
+    /// Recorded with its placement.
+    Placed,
+    /// A delete is recorded.
+    Requested,
+    /// Applied to the management cluster.
+    Applied,
+    /// The datastore space is provisioned.
+    DatastoreReady,
+    /// Certificates and kubeconfigs are issued.
+    Certificates,
+    /// The Deployment is available.
+    Deployed,
+    /// Ready at the requested generation.
+    Ready,
+    /// Gone, with its datastore space.
+    Deleted,
+}
+
+impl From<domain::OperationKind> for OperationKind {
+    fn from(k: domain::OperationKind) -> Self {
+        match k {
+            domain::OperationKind::Create => Self::Create,
+            domain::OperationKind::Update => Self::Update,
+            domain::OperationKind::Delete => Self::Delete,
+        }
+    }
+}
+
+impl From<domain::OperationState> for OperationState {
+    fn from(s: domain::OperationState) -> Self {
+        match s {
+            domain::OperationState::Pending => Self::Pending,
+            domain::OperationState::Running => Self::Running,
+            domain::OperationState::Succeeded => Self::Succeeded,
+            domain::OperationState::Failed => Self::Failed,
+        }
+    }
+}
+
+impl From<OperationState> for domain::OperationState {
+    fn from(s: OperationState) -> Self {
+        match s {
+            OperationState::Pending => Self::Pending,
+            OperationState::Running => Self::Running,
+            OperationState::Succeeded => Self::Succeeded,
+            OperationState::Failed => Self::Failed,
+        }
+    }
+}
+
+impl From<OperationKind> for domain::OperationKind {
+    fn from(k: OperationKind) -> Self {
+        match k {
+            OperationKind::Create => Self::Create,
+            OperationKind::Update => Self::Update,
+            OperationKind::Delete => Self::Delete,
+        }
+    }
+}
+
+impl From<domain::OperationStage> for OperationStage {
+    fn from(s: domain::OperationStage) -> Self {
+        use domain::OperationStage as S;
+        match s {
+            S::Placed => Self::Placed,
+            S::Requested => Self::Requested,
+            S::Applied => Self::Applied,
+            S::DatastoreReady => Self::DatastoreReady,
+            S::Certificates => Self::Certificates,
+            S::Deployed => Self::Deployed,
+            S::Ready => Self::Ready,
+            S::Deleted => Self::Deleted,
+        }
+    }
+}
+
+/// A stage an operation reached, and when.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct StageReached {
+    /// The stage.
+    pub stage: OperationStage,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// An asynchronous change carried to the cluster; done when the work is (see the REST `Operation`).
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct Operation {
     /// Id.
     pub id: Uuid,
-    /// `create`, `update` or `delete`.
-    pub kind: String,
-    /// `pending`, `running`, `succeeded` or `failed`.
-    pub state: String,
-    /// Error of a failed operation.
+    /// The control plane's id.
+    pub control_plane_id: Uuid,
+    /// What it does.
+    pub kind: OperationKind,
+    /// Where it is.
+    pub state: OperationState,
+    /// Whether it has ended.
+    pub done: bool,
+    /// The control plane generation it asks for.
+    pub generation: i64,
+    /// The last stage reached.
+    pub stage: Option<OperationStage>,
+    /// Every stage reached, in order.
+    pub stages: Vec<StageReached>,
+    /// Why it failed, machine-readable.
+    pub reason: Option<String>,
+    /// What went wrong, for people.
     pub error: Option<String>,
+    /// When it fails unless done.
+    pub deadline_at: DateTime<Utc>,
     /// Created.
     pub created_at: DateTime<Utc>,
     /// Updated.
@@ -374,13 +500,54 @@ impl From<model::Operation> for Operation {
     fn from(o: model::Operation) -> Self {
         Self {
             id: o.id,
-            kind: o.kind,
-            state: o.state,
+            control_plane_id: o.control_plane_id,
+            kind: o.kind.into(),
+            state: o.state.into(),
+            done: o.done,
+            generation: o.generation,
+            stage: o.stage.map(Into::into),
+            stages: o
+                .stages
+                .into_iter()
+                .map(|s| StageReached {
+                    stage: s.stage.into(),
+                    at: s.at,
+                })
+                .collect(),
+            reason: o.reason,
             error: o.error,
+            deadline_at: o.deadline_at,
             created_at: o.created_at,
             updated_at: o.updated_at,
         }
     }
+}
+
+/// A page of operations, newest first.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct OperationConnection {
+    /// Edges.
+    pub edges: Vec<OperationEdge>,
+    /// The nodes, without cursors.
+    pub nodes: Vec<Operation>,
+    /// Paging.
+    pub page_info: PageInfo,
+}
+
+/// An operation and its cursor.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct OperationEdge {
+    /// Cursor of this edge (pass as `after` to continue after it).
+    pub cursor: String,
+    /// The operation.
+    pub node: Operation,
+}
+
+/// A change of an operation (a stage reached, its state), as committed.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct OperationEvent {
+    /// The operation after the change.
+    pub operation: Operation,
 }
 
 /// An audit-log entry.

@@ -11,7 +11,7 @@ use crate::{
         CONTROLLER_PORTS, KONNECTIVITY_PORTS, PortRange, VersionRange,
         schema::{
             ANY_VERSION, CURSOR, DNS1035_LABEL, DNS1123_SUBDOMAIN, ENDPOINT, IDEMPOTENCY_KEY, LABEL_KEY,
-            LABEL_SELECTOR, LABEL_VALUE, MAX_LABELS, OFFLOAD, PHASE, SECRET_KEY, description_pattern,
+            LABEL_SELECTOR, LABEL_VALUE, MAX_LABELS, OFFLOAD, PHASE, SECRET_KEY, UUID, description_pattern,
             display_name_pattern,
         },
     },
@@ -212,6 +212,11 @@ pub fn parameters() -> Vec<(&'static str, Value)> {
         ("version", json!({"pattern": ANY_VERSION})),
         ("label", json!({"pattern": LABEL_SELECTOR})),
         ("status", json!({"pattern": PHASE})),
+        ("controlPlane", json!({"pattern": UUID})),
+        (
+            "waitSeconds",
+            json!({"minimum": 0, "maximum": crate::service::operations::MAX_WAIT_SECONDS}),
+        ),
         ("Idempotency-Key", json!({"pattern": IDEMPOTENCY_KEY})),
     ]
 }

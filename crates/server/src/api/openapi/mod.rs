@@ -294,6 +294,9 @@ mod tests {
             "/components/schemas/Role" => round_trip::<domain::Role>(value),
             "/components/schemas/ServiceType" => round_trip::<domain::ServiceType>(value),
             "/components/schemas/SizeClass" => round_trip::<domain::SizeClass>(value),
+            "/components/schemas/OperationKind" => round_trip::<domain::OperationKind>(value),
+            "/components/schemas/OperationState" => round_trip::<domain::OperationState>(value),
+            "/components/schemas/OperationStage" => round_trip::<domain::OperationStage>(value),
             "/components/schemas/Reason" => round_trip::<Reason>(value),
             "/components/schemas/DrainUsage/oneOf/0" => round_trip::<DrainUsage>(value),
             "/components/schemas/CreateDataStore/properties/driver" => round_trip::<Driver>(value),
@@ -331,7 +334,7 @@ mod tests {
         let (_, doc) = crate::api::api_v1(&Contract::default());
         let mut found = Vec::new();
         enums(&doc, "", &mut found);
-        assert_eq!(found.len(), 8, "{found:?}");
+        assert_eq!(found.len(), 11, "{found:?}");
         assert_eq!(enum_failures(&doc), Vec::<String>::new());
     }
 

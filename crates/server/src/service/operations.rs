@@ -1,0 +1,207 @@
+//! Operations: one, a long poll on one, and a tenant's list.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::{
+    Ctx, FieldError, Result, ServiceError,
+    control_planes::{MAX_PAGE, decode_cursor, encode_cursor},
+    events::Hub,
+    model::{Operation, OperationPage, StageReached},
+    tenant_for,
+};
+use crate::{
+    auth::Principal,
+    domain::{OperationKind, OperationStage, OperationState, Role},
+    store::{self, operations::OperationRow},
+};
+
+/// The longest long poll (`waitSeconds`).
+pub const MAX_WAIT_SECONDS: u64 = 60;
+
+/// Converts an operation row (an unknown kind, state or stage, which the database's checks rule out, reads
+/// as `failed`, `update` and is skipped).
+pub fn model(row: OperationRow) -> Operation {
+    let state = row.state.parse().unwrap_or(OperationState::Failed);
+    let stages: Vec<StageReached> = row
+        .stages
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| serde_json::from_value(s.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    Operation {
+        id: row.id,
+        control_plane_id: row.control_plane_id,
+        kind: row.kind.parse().unwrap_or(OperationKind::Update),
+        state,
+        done: state.is_done(),
+        generation: row.generation,
+        stage: stages.last().map(|s: &StageReached| s.stage),
+        stages,
+        reason: row.reason,
+        error: row.error,
+        deadline_at: row.deadline_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+/// One operation of tenant `slug` (tenant viewer). With `wait`, answers once the operation changes (a
+/// stage, its state) or is done, or when `wait` has passed, whichever comes first; a done operation
+/// answers at once.
+pub async fn get(
+    ctx: &Ctx,
+    hub: &Hub,
+    who: &Principal,
+    slug: &str,
+    id: &str,
+    wait: Option<u64>,
+) -> Result<Operation> {
+    if let Some(seconds) = wait
+        && seconds > MAX_WAIT_SECONDS
+    {
+        return Err(ServiceError::Invalid(vec![FieldError::new(
+            "waitSeconds",
+            format!("must be between 0 and {MAX_WAIT_SECONDS}"),
+        )]));
+    }
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let id = super::parse_id(id, "operation")?;
+    let Some(seconds) = wait.filter(|s| *s > 0) else {
+        return load(&ctx.db, tenant.id, id).await;
+    };
+    // Listen first, then read: a change committed in between is heard.
+    let mut changes = hub.operations(&ctx.db).await?;
+    let first = load(&ctx.db, tenant.id, id).await?;
+    if first.done {
+        return Ok(first);
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        match tokio::time::timeout_at(until, changes.recv()).await {
+            Err(_) => return load(&ctx.db, tenant.id, id).await,
+            Ok(Ok(event)) if event.tenant_id == tenant.id && event.operation.id == id => {
+                if event.operation != first {
+                    return Ok(event.operation.clone());
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(RecvError::Lagged(_))) => {
+                let now = load(&ctx.db, tenant.id, id).await?;
+                if now != first {
+                    return Ok(now);
+                }
+            }
+            Ok(Err(RecvError::Closed)) => return load(&ctx.db, tenant.id, id).await,
+        }
+    }
+}
+
+/// Subscribes `who` to the operation changes of tenant `slug` (tenant viewer; another tenant is not
+/// found). Returns the tenant's id, to filter the shared stream with, and the receiver.
+pub async fn subscribe(
+    ctx: &Ctx,
+    hub: &Hub,
+    who: &Principal,
+    slug: &str,
+) -> Result<(
+    Uuid,
+    tokio::sync::broadcast::Receiver<std::sync::Arc<super::events::OperationEvent>>,
+)> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    Ok((tenant.id, hub.operations(&ctx.db).await?))
+}
+
+/// Loads one operation of a tenant.
+pub async fn load(db: &sqlx::PgPool, tenant: Uuid, id: Uuid) -> Result<Operation> {
+    store::operations::get(db, tenant, id)
+        .await?
+        .map(model)
+        .ok_or(ServiceError::NotFound("operation"))
+}
+
+/// Filters of an operation list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only this control plane's (its id).
+    pub control_plane: Option<String>,
+    /// Only in this state.
+    pub state: Option<OperationState>,
+    /// Only of this kind.
+    pub kind: Option<OperationKind>,
+    /// Opaque cursor.
+    pub cursor: Option<String>,
+    /// Page size (1–100, default 20).
+    pub limit: Option<i64>,
+}
+
+/// A page of tenant `slug`'s operations, newest first (tenant viewer).
+pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) -> Result<OperationPage> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+    let mut errors = Vec::new();
+    let limit = filter.limit.unwrap_or(20);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        errors.push(FieldError::new("limit", "must be between 1 and 100"));
+    }
+    let before = filter
+        .cursor
+        .as_deref()
+        .map(decode_cursor)
+        .transpose()
+        .unwrap_or_else(|e| {
+            errors.push(e);
+            None
+        });
+    let control_plane = filter
+        .control_plane
+        .as_deref()
+        .map(|s| crate::domain::schema::parse_uuid(s).ok_or(()))
+        .transpose()
+        .unwrap_or_else(|()| {
+            errors.push(FieldError::new(
+                "controlPlane",
+                "must be a control-plane id (a UUID)",
+            ));
+            None
+        });
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let query = store::operations::ListQuery {
+        control_plane,
+        state: filter.state.map(|s| s.as_str().to_string()),
+        kind: filter.kind.map(|k| k.as_str().to_string()),
+        before,
+        limit: limit + 1,
+    };
+    let mut rows = store::operations::list(&ctx.db, tenant.id, &query).await?;
+    let next_cursor = if rows.len() as i64 > limit {
+        rows.truncate(limit as usize);
+        rows.last().map(|r| encode_cursor(r.created_at, r.id))
+    } else {
+        None
+    };
+    Ok(OperationPage {
+        items: rows.into_iter().map(model).collect(),
+        next_cursor,
+    })
+}
+
+/// The cursor that continues a list after `op`.
+pub fn cursor_after(op: &Operation) -> String {
+    encode_cursor(op.created_at, op.id)
+}
+
+/// The first stage of an operation of `kind`.
+pub fn first_stage(kind: OperationKind) -> OperationStage {
+    match kind {
+        OperationKind::Delete => OperationStage::Requested,
+        OperationKind::Create | OperationKind::Update => OperationStage::Placed,
+    }
+}
