@@ -155,18 +155,6 @@ async function main(): Promise<void> {
     throw new Error(`operation ${operation.id} ended ${operation.state}: ${operation.error ?? "(no error given)"}`);
   }
 
-  // TEMPORARY, until a create's operation succeeds only once the control plane is Ready: wait for
-  // phase Ready before downloading the kubeconfig (remove before merging).
-  for (const deadline = Date.now() + timeoutMs; ; ) {
-    const got = await client.GET("/tenants/{tenant}/control-planes/{id}", {
-      params: { path: { tenant, id: controlPlane.id } },
-    });
-    if (got.error !== undefined) throw new TenantplaneError("get control plane", got.response, got.error);
-    if (got.data.phase === "Ready") break;
-    if (Date.now() > deadline) throw new Error(`control plane not Ready: phase ${got.data.phase}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-
   // The operation succeeded, so the control plane serves: its kubeconfig is there at once.
   const kubeconfig = await client.GET("/tenants/{tenant}/control-planes/{id}/kubeconfig", {
     params: { path: { tenant, id: controlPlane.id } },
