@@ -18,7 +18,7 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## Only the control-plane binaries of the main version are needed (no extra versions), plus kubeadm and
 ## kubemark for the banner's "join a node" line.
 run: deps
-	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_KONNECTIVITY_VERSION= TENANTPLANE_SCHEMATHESIS_VERSION= scripts/test-env build >/dev/null
+	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_KONNECTIVITY_VERSION= TENANTPLANE_SCHEMATHESIS_VERSION= TENANTPLANE_TS_CLIENT= scripts/test-env build >/dev/null
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
@@ -44,8 +44,11 @@ openapi-check:
 test-only:
 	$(CARGO) test --workspace --lib --bins --tests -- --test-threads=8
 
-## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI, GraphQL SDL)
+## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI, GraphQL SDL, the TypeScript
+## client's types from the OpenAPI document, with the pinned openapi-typescript)
 generate:
 	$(CARGO) run -q -- crdgen
 	$(CARGO) run -q -- openapi > schema/openapi.json
 	$(CARGO) run -q -- sdl > schema/schema.graphql
+	node "$$(scripts/test-env ts-client)/node_modules/openapi-typescript/bin/cli.js" schema/openapi.json \
+		-o clients/typescript/src/schema.d.ts

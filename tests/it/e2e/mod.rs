@@ -12,6 +12,7 @@ mod kubeadm;
 mod lifecycle;
 mod node_join;
 mod nodes;
+mod ts_client;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
