@@ -149,7 +149,12 @@ async function main(): Promise<void> {
   conforms(document, "Accepted", created.data, "the create's 202 body");
   const { controlPlane, operation: accepted } = created.data;
 
-  const operation = await waitForOperation(client, tenant, accepted.id, { timeoutMs });
+  const stages: string[] = [];
+  const operation = await waitForOperation(client, tenant, accepted.id, {
+    timeoutMs,
+    onChange: (op) => stages.push(op.stage ?? "none"),
+  });
+  stages.push(operation.stage ?? "none");
   conforms(document, "Operation", operation, "the finished operation");
   if (operation.state !== "succeeded") {
     throw new Error(`operation ${operation.id} ended ${operation.state}: ${operation.error ?? "(no error given)"}`);
@@ -182,6 +187,7 @@ async function main(): Promise<void> {
     operation,
     kubeconfigBytes: Buffer.byteLength(kubeconfig.data),
     phase: got.data.phase,
+    stagesSeen: stages,
   };
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }

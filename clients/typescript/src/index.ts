@@ -56,10 +56,13 @@ export const FINAL_STATES: readonly string[] = ["succeeded", "failed"];
 export interface WaitOptions {
   /** Give up (with an error) after this long. */
   timeoutMs: number;
-  /** Pause between two polls (default 500 ms). */
+  /** Pause after a 503 without `Retry-After` (default 500 ms); other answers are asked again at once,
+   * since each one waited on the server. */
   intervalMs?: number;
   /** Stops the wait early. */
   signal?: AbortSignal;
+  /** Called with each answer that differs from the one before (a new stage or state). */
+  onChange?: (operation: Operation) => void;
 }
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
@@ -80,13 +83,11 @@ const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   });
 
 /**
- * Polls `GET /tenants/{tenant}/operations/{id}` until the operation is over (`state` is `succeeded` or
- * `failed`) and returns it; a failed operation is returned too, not thrown. A 503 (the database or the
- * management cluster is unavailable) is waited out (its `Retry-After`, within the timeout); any other
- * error answer throws a {@link TenantplaneError}.
- *
- * Once the document declares the `waitSeconds` query parameter (a long poll of at most 60 s on the
- * server), pass it in the GET below (`params.query.waitSeconds`) to replace most polls by one request.
+ * Long-polls `GET /tenants/{tenant}/operations/{id}?waitSeconds=…` (the server answers at the operation's
+ * next change, or after at most that many seconds) until the operation is `done` and returns it; a failed
+ * operation is returned too, not thrown. `onChange` sees each new answer (a stage reached). A 503 (the
+ * database or the management cluster is unavailable) is waited out (its `Retry-After`, within the
+ * timeout); any other error answer throws a {@link TenantplaneError}.
  */
 export async function waitForOperation(
   client: TenantplaneClient,
@@ -98,16 +99,22 @@ export async function waitForOperation(
   const interval = options.intervalMs ?? 500;
   let last: string | undefined;
   for (;;) {
+    const waitSeconds = Math.max(0, Math.min(60, Math.floor((deadline - Date.now()) / 1000)));
     const { data, error, response } = await client.GET("/tenants/{tenant}/operations/{id}", {
-      params: { path: { tenant, id: operationId } },
+      params: { path: { tenant, id: operationId }, query: { waitSeconds } },
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
-    let pause = interval;
+    let pause = 0;
     if (data !== undefined) {
-      if (FINAL_STATES.includes(data.state)) {
+      if (data.done) {
         return data;
       }
-      last = `state ${data.state}`;
+      const now = `state ${data.state}, stage ${data.stage ?? "none"}`;
+      if (now !== last) {
+        options.onChange?.(data);
+      }
+      // An answer before the wait was up is a change: ask again at once. One that waited it out, too.
+      last = now;
     } else if (response.status === 503) {
       last = new TenantplaneError("operation", response, error).message;
       const retryAfter = Number(response.headers.get("retry-after"));

@@ -293,6 +293,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant}/operations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lists the tenant's operations, newest first, with cursor pagination (tenant viewer). */
+        get: operations["list_operations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant}/operations/{id}": {
         parameters: {
             query?: never;
@@ -300,7 +317,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One operation. */
+        /**
+         * One operation: its state, `done`, the stages it reached with their times, and why it failed. A create
+         *     or update succeeds when the control plane is Ready at the operation's generation (or a later one),
+         *     and fails with the controller's reason on a permanent error, or at its deadline; a delete succeeds
+         *     when the control plane and its datastore space are gone. `waitSeconds` makes it a long poll.
+         */
         get: operations["get_operation"];
         put?: never;
         post?: never;
@@ -832,7 +854,10 @@ export interface components {
         NodeJoin: {
             ready?: components["schemas"]["Condition"] | null;
         };
-        /** @description An asynchronous operation on a control plane. */
+        /**
+         * @description An asynchronous operation on a control plane (after Google AIP-151): it is `done` when the work is,
+         *     not when the request is recorded.
+         */
         Operation: {
             /**
              * Format: uuid
@@ -844,23 +869,68 @@ export interface components {
              * @description Created.
              */
             createdAt: string;
-            /** @description Error of a failed operation. */
+            /**
+             * Format: date-time
+             * @description When it fails unless done.
+             */
+            deadlineAt: string;
+            /** @description Whether it has ended (`succeeded` or `failed`). */
+            done: boolean;
+            /** @description What went wrong, for people. */
             error?: string | null;
+            /**
+             * Format: int64
+             * @description The control plane generation it asks for; a create or update succeeds when the control plane is
+             *     Ready at this generation or a later one.
+             */
+            generation: number;
             /**
              * Format: uuid
              * @description Id.
              */
             id: string;
-            /** @description `create`, `update` or `delete`. */
-            kind: string;
-            /** @description `pending`, `running`, `succeeded` or `failed`. */
-            state: string;
+            /** @description What it does. */
+            kind: components["schemas"]["OperationKind"];
+            /**
+             * @description Why it failed, machine-readable: the controller's reason (e.g. `ImageNotBuilt`), or
+             *     `DeadlineExceeded`, `Superseded`, `ApplyFailed`, `DeleteTimeout`.
+             */
+            reason?: string | null;
+            stage?: components["schemas"]["OperationStage"] | null;
+            /** @description Every stage reached, in order, with when. */
+            stages: components["schemas"]["StageReached"][];
+            /** @description Where it is. */
+            state: components["schemas"]["OperationState"];
             /**
              * Format: date-time
              * @description Updated.
              */
             updatedAt: string;
         };
+        /**
+         * @description What an operation does to its control plane.
+         * @enum {string}
+         */
+        OperationKind: "create" | "update" | "delete";
+        /** @description A page of operations, newest first, with an opaque cursor for the next (older) page. */
+        OperationPage: {
+            /** @description Items, newest first. */
+            items: components["schemas"]["Operation"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
+        /**
+         * @description A step an operation has reached. A create or update goes `placed`, `applied`, `datastoreReady`,
+         *     `certificates`, `deployed`, `ready`; a delete goes `requested`, `applied`, `deleted`.
+         * @enum {string}
+         */
+        OperationStage: "placed" | "requested" | "applied" | "datastoreReady" | "certificates" | "deployed" | "ready" | "deleted";
+        /**
+         * @description Where an operation is: `pending` until the worker takes it, `running` until it is done, then
+         *     `succeeded` or `failed`.
+         * @enum {string}
+         */
+        OperationState: "pending" | "running" | "succeeded" | "failed";
         /** @description The DataStores of a control plane. */
         Placement: {
             /** @description The primary DataStore (`spec.dataStore`). */
@@ -961,6 +1031,16 @@ export interface components {
          * @enum {string}
          */
         SizeClass: "small" | "medium" | "large";
+        /** @description A stage an operation reached. */
+        StageReached: {
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            at: string;
+            /** @description The stage. */
+            stage: components["schemas"]["OperationStage"];
+        };
         /** @description A tenant. */
         Tenant: {
             /**
@@ -3282,9 +3362,110 @@ export interface operations {
             };
         };
     };
+    list_operations: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Only this control plane's operations (its id). */
+                controlPlane?: string;
+                /** @description Only operations in this state. */
+                state?: components["schemas"]["OperationState"];
+                /** @description Only operations of this kind. */
+                kind?: components["schemas"]["OperationKind"];
+            };
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationPage"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_operation: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Wait up to this many seconds (at most 60) for the operation to change (a new stage, its state) or
+                 *     end; a done operation answers at once. 0 or absent: answer at once.
+                 */
+                waitSeconds?: number;
+            };
             header?: never;
             path: {
                 /** @description Tenant slug */
@@ -3322,6 +3503,17 @@ export interface operations {
             };
             /** @description Not found, or not visible to the caller */
             404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;

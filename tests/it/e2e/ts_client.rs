@@ -183,6 +183,15 @@ async fn the_typescript_client_creates_a_control_plane_waits_on_its_operation_an
     let operation = &line["operation"];
     assert_eq!(operation["state"], "succeeded", "{line:#}");
     assert_eq!(operation["kind"], "create", "{line:#}");
+    // The client's long poll saw the stages one change at a time, ending at `ready`.
+    let seen: Vec<&str> = line["stagesSeen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(seen.last(), Some(&"ready"), "{line:#}");
+    assert!(seen.len() >= 2, "{line:#}");
     assert_eq!(operation["controlPlaneId"], id.as_str(), "{line:#}");
     // A create's operation succeeds once the control plane serves.
     assert_eq!(line["phase"], "Ready", "{line:#}");
