@@ -183,6 +183,8 @@ async fn main() {
         .env("DATABASE_URL", &url)
         .env("TENANTPLANE_ENCRYPTION_KEY", &key)
         .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
+        // The load creates thousands of control planes in one tenant: no quota in the way.
+        .env("TENANTPLANE_DEFAULT_QUOTA_CONTROL_PLANES", "100000")
         .env("RUST_LOG", "warn");
     let _serve = ChildProcess::spawn(&spec, &dir.join("serve.log")).unwrap();
     let base = format!("http://127.0.0.1:{}", port.port());

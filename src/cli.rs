@@ -34,7 +34,7 @@ pub enum Command {
     /// Print the version.
     Version,
     /// Serve the HTTP API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the sync worker: outbox → TenantControlPlanes, status → PostgreSQL.
     Worker(WorkerArgs),
     /// Apply database migrations and exit.
@@ -323,7 +323,7 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
 }
 
 /// `tenantplane serve`.
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
     let (pool, local_pg) = connect(&args.db).await?;
     if args.migrate {
         store::MIGRATOR.run(&pool).await.context("run migrations")?;
@@ -336,6 +336,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         node_ports: args.node_port_range,
         max_signing_keys: args.max_signing_keys.max(1),
         operation_deadline_seconds: args.operation_deadline_seconds,
+        default_quota_control_planes: args.default_quota_control_planes,
+        default_quota_tokens: args.default_quota_tokens,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -379,6 +381,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             })),
             // Small JSON answers go out at once, not after the client's delayed ACK (Nagle).
             tcp_nodelay: true,
+            cors_origins: args.cors_allowed_origins.clone(),
         },
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");

@@ -81,6 +81,17 @@ pub struct ServeArgs {
     /// Seconds a create, update or delete may take before its operation fails with `DeadlineExceeded`.
     #[arg(long, env = "TENANTPLANE_OPERATION_DEADLINE_SECONDS", default_value_t = 1800, value_parser = clap::value_parser!(i64).range(1..=604_800))]
     pub operation_deadline_seconds: i64,
+    /// Live control planes a tenant may have unless a platform admin set its own quota
+    /// (`PUT /api/v1/tenants/{t}/quotas`).
+    #[arg(long, env = "TENANTPLANE_DEFAULT_QUOTA_CONTROL_PLANES", default_value_t = 50, value_parser = clap::value_parser!(i64).range(0..=100_000))]
+    pub default_quota_control_planes: i64,
+    /// Live tokens a tenant may have unless a platform admin set its own quota.
+    #[arg(long, env = "TENANTPLANE_DEFAULT_QUOTA_TOKENS", default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..=100_000))]
+    pub default_quota_tokens: i64,
+    /// Origins of browser apps (a portal) allowed to call the API from another origin, comma-separated,
+    /// exact match (`https://portal.example.com`); none: no CORS headers, same origin only.
+    #[arg(long, env = "TENANTPLANE_CORS_ALLOWED_ORIGINS", value_delimiter = ',', value_parser = crate::api::parse_origin)]
+    pub cors_allowed_origins: Vec<axum::http::HeaderValue>,
     /// Also run the sync worker in this process (needs a management cluster).
     #[arg(long, env = "TENANTPLANE_WITH_WORKER")]
     pub with_worker: bool,

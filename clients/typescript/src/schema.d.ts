@@ -332,6 +332,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant}/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's quotas and what counts against them (tenant viewer): live control planes (being deleted
+         *     ones count until they are gone) and live tokens (neither revoked nor expired).
+         */
+        get: operations["get_quotas"];
+        /**
+         * Sets the tenant's quotas (platform admin); a limit left out or `null` is the server's default
+         *     (`--default-quota-control-planes`, `--default-quota-tokens`). A limit below what is in use removes
+         *     nothing: it stops new control planes or tokens (`403 quota-exceeded`) until usage is below it.
+         */
+        put: operations["set_quotas"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant}/signing-keys/rotate": {
         parameters: {
             query?: never;
@@ -981,6 +1006,28 @@ export interface components {
             /** @description A URI naming the problem type. */
             type: string;
         };
+        /** @description One quota of a tenant: its limit, what is in use, and whether the limit is the server's default. */
+        QuotaUsage: {
+            /** @description Whether `limit` is the server's default (no quota of its own is set). */
+            default: boolean;
+            /**
+             * Format: int64
+             * @description How many the tenant may have.
+             */
+            limit: number;
+            /**
+             * Format: int64
+             * @description How many it has now.
+             */
+            used: number;
+        };
+        /** @description A tenant's quotas. */
+        Quotas: {
+            /** @description Live control planes (being deleted ones count until they are gone). */
+            controlPlanes: components["schemas"]["QuotaUsage"];
+            /** @description Live tokens (neither revoked nor expired). */
+            tokens: components["schemas"]["QuotaUsage"];
+        };
         /**
          * @description The hard constraint a DataStore failed.
          * @enum {string}
@@ -1005,6 +1052,19 @@ export interface components {
          * @enum {string}
          */
         ServiceType: "ClusterIP" | "NodePort" | "LoadBalancer";
+        /** @description Body of `PUT /tenants/{tenant}/quotas`: each limit, or `null`/absent for the server's default. */
+        SetQuotas: {
+            /**
+             * Format: int64
+             * @description Live control planes the tenant may have (0–100,000).
+             */
+            controlPlanes?: number | null;
+            /**
+             * Format: int64
+             * @description Live tokens the tenant may have (0–100,000).
+             */
+            tokens?: number | null;
+        };
         /**
          * @description Body of `POST /placements:simulate`.
          * @example {
@@ -2521,7 +2581,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller's role is too low */
+            /** @description The caller's role is too low, or the tenant's control-plane quota is reached (`quota-exceeded`, naming `controlPlanes`) */
             403: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
@@ -3549,6 +3609,211 @@ export interface operations {
             };
         };
     };
+    get_quotas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quotas"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_quotas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetQuotas"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quotas"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     rotate_signing_key: {
         parameters: {
             query?: never;
@@ -3779,7 +4044,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The caller's role is too low */
+            /** @description The caller's role is too low, or the tenant's token quota is reached (`quota-exceeded`, naming `tokens`) */
             403: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */

@@ -84,6 +84,8 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
             ("GET", "/tenants/{tenant}/operations"),
             Tenant(Role::TenantViewer),
         ),
+        (("GET", "/tenants/{tenant}/quotas"), Tenant(Role::TenantViewer)),
+        (("PUT", "/tenants/{tenant}/quotas"), Platform),
         (
             ("GET", "/tenants/{tenant}/operations/{id}"),
             Tenant(Role::TenantViewer),
@@ -298,6 +300,7 @@ fn body(method: &str, template: &str) -> Option<Value> {
             Some(json!({"name": super::super::support::unique("cp"), "kubernetesVersion": "v1.33.2"}))
         }
         ("PATCH", _) => Some(json!({"replicas": 1})),
+        ("PUT", "/tenants/{tenant}/quotas") => Some(json!({"controlPlanes": 100})),
         ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens") => {
             Some(json!({"ttlSeconds": 600, "description": "matrix"}))
         }

@@ -3,11 +3,13 @@
 pub mod auth_matrix;
 mod contract;
 mod control_planes;
+mod cors;
 mod errors;
 mod external_issuers;
 mod join_tokens;
 mod operations;
 mod placement;
+mod quotas;
 mod tokens;
 mod unsatisfiable;
 
@@ -61,11 +63,20 @@ pub async fn spawn_app_full(
     external: tenantplane::auth::external::ExternalIssuers,
     graphql: tenantplane::api::graphql::GraphqlSettings,
 ) -> App {
+    spawn_app_custom(kube, external, |settings| settings.graphql = graphql).await
+}
+
+/// The same, with the app's settings as `settings` leaves them.
+pub async fn spawn_app_custom(
+    kube: Option<kube::Client>,
+    external: tenantplane::auth::external::ExternalIssuers,
+    settings: impl FnOnce(&mut tenantplane::api::AppSettings),
+) -> App {
     tenantplane_devenv::localenv::install_crypto_provider();
     let mut options = app::TestAppOptions::new(support::fresh_database("api").await);
     options.kube = kube;
     options.external = external;
-    options.settings.graphql = graphql;
+    settings(&mut options.settings);
     let test_app = app::spawn(options).await.unwrap();
     app::default_datastore(
         &test_app.ctx.db,
@@ -190,6 +201,19 @@ impl App {
         assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
         r.body
     }
+}
+
+/// Sets tenant `slug`'s quotas as a platform admin (tests that make more than the default 50).
+pub async fn set_quotas(app: &App, slug: &str, quotas: Value) {
+    let r = app
+        .call(
+            Method::PUT,
+            &format!("/api/v1/tenants/{slug}/quotas"),
+            Some(&app.admin),
+            Some(quotas),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
 }
 
 /// Tenant id of `slug`.

@@ -55,6 +55,7 @@ async fn two_hundred_parallel_creates_fill_a_pool_of_fifty_exactly() {
         datastore(&app, &format!("etcd-cap-{i}"), "cap50", "etcd", 10, "ca-1").await;
     }
     let slug = app.tenant("crowd").await;
+    super::set_quotas(&app, &slug, json!({"controlPlanes": 1000})).await;
     let member = app.token(&slug, "tenant-member").await;
     let calls = (0..200).map(|i| {
         create(

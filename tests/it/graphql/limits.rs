@@ -163,6 +163,7 @@ async fn a_page_of_100_control_planes_runs_a_fixed_number_of_statements() {
         .await
         .unwrap();
     let slug = app.tenant("gq-count").await;
+    crate::api::set_quotas(&app, &slug, json!({"controlPlanes": 1000})).await;
     let tenant = crate::api::tenant_id(&app, &slug).await;
     let member =
         service::tokens::mint_unchecked(&app.ctx, Some(tenant), Role::TenantMember, 3600, "count", "tests")

@@ -144,6 +144,15 @@ impl From<ServiceError> for ApiError {
                 e.problem.title = "Conflict".into();
                 e
             }
+            ServiceError::QuotaExceeded(quota, _) => {
+                let detail = err.to_string();
+                let mut e = ApiError::invalid(vec![crate::domain::FieldError::new(quota, detail.clone())]);
+                e.problem.status = StatusCode::FORBIDDEN.as_u16();
+                e.problem.type_ = "https://tenantplane.dev/problems/quota-exceeded".into();
+                e.problem.title = "Quota exceeded".into();
+                e.problem.detail = detail;
+                e
+            }
             ServiceError::PreconditionFailed(etag) => {
                 let mut e = ApiError::new(
                     StatusCode::PRECONDITION_FAILED,

@@ -13,7 +13,7 @@ use std::{sync::Arc, time::Duration};
 use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, State},
-    http::{HeaderName, StatusCode, header},
+    http::{HeaderName, HeaderValue, StatusCode, header},
     response::{Html, IntoResponse, Response},
     routing::get,
 };
@@ -47,6 +47,8 @@ pub struct AppState {
     pub graphql: graphql::GraphqlSettings,
     /// This process's fan-out of committed changes (subscriptions and long polls).
     pub hub: crate::service::events::Hub,
+    /// Origins allowed to call from a browser on another origin.
+    pub cors_origins: Vec<HeaderValue>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -73,6 +75,9 @@ pub struct AppSettings {
     /// Sets `TCP_NODELAY` on accepted connections, so small answers go out at once rather than after the
     /// client's delayed ACK (`serve` does; the in-process stacks keep the OS default).
     pub tcp_nodelay: bool,
+    /// Origins a browser app on another origin may call from (`--cors-allowed-origins`, exact match);
+    /// none: no CORS headers, same origin only.
+    pub cors_origins: Vec<HeaderValue>,
 }
 
 impl Default for AppSettings {
@@ -84,6 +89,7 @@ impl Default for AppSettings {
             graphql: Default::default(),
             metrics: Arc::new(metrics::Metrics::default()),
             tcp_nodelay: false,
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -106,6 +112,7 @@ impl App {
             graphql,
             metrics,
             tcp_nodelay,
+            cors_origins,
         } = settings;
         Self {
             state: AppState {
@@ -116,6 +123,7 @@ impl App {
                 max_body_bytes,
                 hub: crate::service::events::Hub::new(graphql.subscription_buffer),
                 graphql,
+                cors_origins,
             },
             tcp_nodelay,
         }
@@ -184,6 +192,7 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
         .routes(routes!(rest::viewer))
         .routes(routes!(rest::create_tenant, rest::list_tenants))
         .routes(routes!(rest::get_tenant))
+        .routes(routes!(rest::get_quotas, rest::set_quotas))
         .routes(routes!(rest::mint_token, rest::list_tokens))
         .routes(routes!(rest::revoke_token))
         .routes(routes!(rest::rotate_signing_key))
@@ -223,7 +232,8 @@ pub fn router(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let metrics = state.metrics.clone();
     let graphql = graphql::routes(&state);
-    Router::new()
+    let cors = cors(&state.cors_origins);
+    let router = Router::new()
         .nest("/api/v1", api)
         .merge(graphql)
         .route("/api/v1/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
@@ -241,8 +251,69 @@ pub fn router(state: AppState) -> Router {
             let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default();
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request.id = %id, tenant.id = tracing::field::Empty)
         }))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .with_state(state)
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid));
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
+    .with_state(state)
+}
+
+/// A browser origin as `--cors-allowed-origins` takes it: `http` or `https`, a host and an optional port,
+/// nothing after (no path, no trailing slash, no `*`, no `null`), as browsers send it in `Origin`.
+pub fn parse_origin(s: &str) -> Result<HeaderValue, String> {
+    let bad =
+        || format!("{s:?} is not an origin: give scheme://host[:port], e.g. https://portal.example.com");
+    let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
+    let host_ok = |h: &str| {
+        !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+    };
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (rest, None),
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0) && !p.starts_with('0'));
+    if !matches!(scheme, "http" | "https") || !host_ok(host) || !port_ok {
+        return Err(bad());
+    }
+    HeaderValue::from_str(s).map_err(|_| bad())
+}
+
+/// CORS for browser apps on `origins` (exact match; none: no CORS headers at all). Bearer tokens, not
+/// cookies, so no credentials; preflights are cached for 10 minutes.
+fn cors(origins: &[HeaderValue]) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::Method;
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins.iter().cloned()))
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::IF_MATCH,
+                HeaderName::from_static("idempotency-key"),
+            ])
+            .expose_headers([
+                header::ETAG,
+                header::LOCATION,
+                header::RETRY_AFTER,
+                header::WWW_AUTHENTICATE,
+                HeaderName::from_static("x-request-id"),
+            ])
+            .max_age(Duration::from_secs(600)),
+    )
 }
 
 /// Liveness: the process serves HTTP.
@@ -334,4 +405,38 @@ pub fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::parse_origin;
+
+    #[test]
+    fn an_origin_is_scheme_host_and_port_only() {
+        for ok in [
+            "https://portal.example.com",
+            "http://127.0.0.1:5173",
+            "https://a-b.c:8443",
+        ] {
+            assert_eq!(
+                parse_origin(ok).map(|v| v.to_str().unwrap().to_string()),
+                Ok(ok.to_string())
+            );
+        }
+        for bad in [
+            "*",
+            "null",
+            "portal.example.com",
+            "https://portal.example.com/",
+            "https://x.com/app",
+            "ftp://x.com",
+            "https://X.com",
+            "https://x.com:0",
+            "https://x.com:99999",
+            "https://",
+            "https://x.com:08",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -24,7 +24,7 @@ use crate::{
         model::{
             Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreateJoinToken,
             CreatePool, CreateTenant, CreatedJoinToken, DataStore, JoinTokenList, MintToken, MintedToken,
-            Operation, OperationPage, Pool, Tenant, Token, UpdateControlPlane, Viewer,
+            Operation, OperationPage, Pool, Quotas, SetQuotas, Tenant, Token, UpdateControlPlane, Viewer,
         },
         placement::{DrainMove, SimulateRequest},
     },
@@ -133,11 +133,46 @@ pub async fn get_tenant(
     with_request_id(service::tenants::get(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
 }
 
+/// The tenant's quotas and what counts against them (tenant viewer): live control planes (being deleted
+/// ones count until they are gone) and live tokens (neither revoked nor expired).
+#[utoipa::path(get, path = "/tenants/{tenant}/quotas", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = Quotas), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_quotas(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<Quotas>> {
+    with_request_id(service::quotas::get(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
+}
+
+/// Sets the tenant's quotas (platform admin); a limit left out or `null` is the server's default
+/// (`--default-quota-control-planes`, `--default-quota-tokens`). A limit below what is in use removes
+/// nothing: it stops new control planes or tokens (`403 quota-exceeded`) until usage is below it.
+#[utoipa::path(put, path = "/tenants/{tenant}/quotas", tag = "tenants", security(("bearer" = [])), request_body = SetQuotas,
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = Quotas), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+              (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn set_quotas(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    body: JsonBody<SetQuotas>,
+) -> ApiResult<Json<Quotas>> {
+    with_request_id(
+        service::quotas::set(&state.ctx, &auth.0, &tenant, body.value, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
 /// Mints a token in the tenant (tenant admin). The JWT is shown only in this response
 /// (`Cache-Control: no-store`).
 #[utoipa::path(post, path = "/tenants/{tenant}/tokens", tag = "tokens", security(("bearer" = [])), request_body = MintToken,
     params(("tenant" = String, Path, description = "Tenant slug")),
-    responses((status = 201, description = "Created", body = MintedToken), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+    responses((status = 201, description = "Created", body = MintedToken), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low, or the tenant's token quota is reached (`quota-exceeded`, naming `tokens`)", body = Problem),
               (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn mint_token(
     State(state): State<AppState>,
@@ -211,7 +246,7 @@ pub async fn rotate_signing_key(
     request_body = CreateControlPlane,
     params(("tenant" = String, Path, description = "Tenant slug"),
            ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response for the same body")),
-    responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem),
+    responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low, or the tenant's control-plane quota is reached (`quota-exceeded`, naming `controlPlanes`)", body = Problem),
               (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 413, description = "The body is too large", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn create_control_plane(
     State(state): State<AppState>,

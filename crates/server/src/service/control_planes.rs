@@ -197,6 +197,7 @@ pub async fn create(
 ) -> Result<Accepted> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     validate_create(ctx, who, &input)?;
+    super::quotas::admit_control_plane(ctx, tx, tenant.id).await?;
     let new = NewControlPlane {
         name: input.name.clone(),
         kubernetes_version: input.kubernetes_version.clone(),

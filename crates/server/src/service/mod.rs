@@ -8,6 +8,7 @@ pub mod join_tokens;
 pub mod model;
 pub mod operations;
 pub mod placement;
+pub mod quotas;
 pub mod tenants;
 pub mod tokens;
 pub mod whole;
@@ -48,6 +49,10 @@ pub struct Limits {
     pub max_signing_keys: i64,
     /// Seconds an operation may take before it fails with `DeadlineExceeded` (`--operation-deadline-seconds`).
     pub operation_deadline_seconds: i64,
+    /// Live control planes a tenant may have unless a platform admin set its own quota.
+    pub default_quota_control_planes: i64,
+    /// Live tokens (neither revoked nor expired) a tenant may have unless a platform admin set its own quota.
+    pub default_quota_tokens: i64,
 }
 
 impl Default for Limits {
@@ -57,6 +62,8 @@ impl Default for Limits {
             node_ports: crate::domain::PortRange::NODE_PORTS,
             max_signing_keys: 10,
             operation_deadline_seconds: 1800,
+            default_quota_control_planes: 50,
+            default_quota_tokens: 100,
         }
     }
 }
@@ -80,6 +87,9 @@ pub enum ServiceError {
     /// not exist, an upgrade the current version does not allow): one entry per field.
     #[error("conflicts with the current state")]
     ConflictFields(Vec<FieldError>),
+    /// A tenant quota would be exceeded: `(quota, limit)`, e.g. `("controlPlanes", 50)`.
+    #[error("the tenant has reached its quota of {1} {0}: remove one, or ask a platform admin to raise it")]
+    QuotaExceeded(&'static str, i64),
     /// `If-Match` did not match.
     #[error("the resource changed: its ETag is now {0}")]
     PreconditionFailed(String),

@@ -702,3 +702,37 @@ impl std::fmt::Debug for CreatedJoinToken {
             .finish()
     }
 }
+
+/// One quota of a tenant: its limit, what is in use, and whether the limit is the server's default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaUsage {
+    /// How many the tenant may have.
+    pub limit: i64,
+    /// How many it has now.
+    pub used: i64,
+    /// Whether `limit` is the server's default (no quota of its own is set).
+    pub default: bool,
+}
+
+/// A tenant's quotas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Quotas {
+    /// Live control planes (being deleted ones count until they are gone).
+    pub control_planes: QuotaUsage,
+    /// Live tokens (neither revoked nor expired).
+    pub tokens: QuotaUsage,
+}
+
+/// Body of `PUT /tenants/{tenant}/quotas`: each limit, or `null`/absent for the server's default.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetQuotas {
+    /// Live control planes the tenant may have (0–100,000).
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
+    pub control_planes: Option<i64>,
+    /// Live tokens the tenant may have (0–100,000).
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
+    pub tokens: Option<i64>,
+}

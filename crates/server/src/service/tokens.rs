@@ -110,6 +110,10 @@ pub async fn mint(
     }
     crate::domain::check_description("description", &input.description, MAX_DESCRIPTION_CHARS)?;
     let ttl = input.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
+    // The quota lock is held until the token is recorded (it is inserted on another connection: the lock
+    // lets foreign-key checks through).
+    let mut quota = ctx.db.begin().await?;
+    super::quotas::admit_token(ctx, &mut quota, tenant.id).await?;
     let minted = mint_unchecked(
         ctx,
         Some(tenant.id),
@@ -119,6 +123,7 @@ pub async fn mint(
         &who.actor(),
     )
     .await?;
+    quota.commit().await?;
     store::audit(
         &ctx.db,
         Some(tenant.id),

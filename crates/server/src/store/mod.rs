@@ -7,6 +7,7 @@ pub mod join_tokens;
 pub mod operations;
 pub mod outbox;
 pub mod placements;
+pub mod quotas;
 pub mod tenants;
 pub mod tokens;
 

@@ -318,6 +318,7 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
         ServiceError::ConflictFields(errors) => ("CONFLICT", joined(errors)),
         ServiceError::NotFound(_) => ("NOT_FOUND", err.to_string()),
         ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
+        ServiceError::QuotaExceeded(..) => ("QUOTA_EXCEEDED", err.to_string()),
         ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),
         ServiceError::PreconditionFailed(_) => ("PRECONDITION_FAILED", err.to_string()),
         // No GraphQL field produces this yet (no idempotency keys for mutations).

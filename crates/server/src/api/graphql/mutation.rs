@@ -275,6 +275,11 @@ fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
         ServiceError::Conflict(message) | ServiceError::NotReady(message) => {
             Ok(vec![one(UserErrorCode::Conflict, None, message)])
         }
+        ServiceError::QuotaExceeded(quota, limit) => Ok(vec![one(
+            UserErrorCode::QuotaExceeded,
+            Some(quota),
+            ServiceError::QuotaExceeded(quota, limit).to_string(),
+        )]),
         ServiceError::PreconditionFailed(etag) => Ok(vec![one(
             UserErrorCode::PreconditionFailed,
             Some("ifMatch"),

@@ -879,6 +879,8 @@ pub enum UserErrorCode {
     Conflict,
     /// `ifMatch` is not the current ETag.
     PreconditionFailed,
+    /// A tenant quota is reached (`field` names it: `controlPlanes`, `tokens`).
+    QuotaExceeded,
 }
 
 /// A Relay node.

@@ -88,6 +88,16 @@ pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
             json!({"minimum": 60, "maximum": MAX_TOKEN_TTL_SECONDS}),
         ),
         ("MintToken", "description", description()),
+        (
+            "SetQuotas",
+            "controlPlanes",
+            json!({"minimum": 0, "maximum": crate::service::quotas::MAX_QUOTA}),
+        ),
+        (
+            "SetQuotas",
+            "tokens",
+            json!({"minimum": 0, "maximum": crate::service::quotas::MAX_QUOTA}),
+        ),
         ("DataStorePreference", "pool", dns1123.clone()),
         ("DataStorePreference", "name", dns1123.clone()),
         ("DataStorePreference", "labels", labels()),
