@@ -142,22 +142,7 @@ async fn wait_tcp(
 /// The operation once it is applied: `running` at stage `applied` (no controller here takes it further:
 /// it is done only when the control plane is Ready).
 async fn wait_applied(app: &App, slug: &str, token: &str, op: &str) -> Value {
-    let body = support::eventually(
-        &format!("operation {op} applied"),
-        Duration::from_secs(30),
-        || async {
-            let r = app
-                .call(
-                    Method::GET,
-                    &format!("/api/v1/tenants/{slug}/operations/{op}"),
-                    Some(token),
-                    None,
-                )
-                .await;
-            (r.body["stage"] == "applied").then_some(r.body)
-        },
-    )
-    .await;
+    let body = wait_op_where(app, slug, token, op, "applied", |b| b["stage"] == "applied").await;
     assert_eq!(
         (body["state"].as_str(), body["done"].as_bool()),
         (Some("running"), Some(false)),
@@ -167,8 +152,20 @@ async fn wait_applied(app: &App, slug: &str, token: &str, op: &str) -> Value {
 }
 
 async fn wait_op(app: &App, slug: &str, token: &str, op: &str, state: &str) -> Value {
+    wait_op_where(app, slug, token, op, state, |b| b["state"] == state).await
+}
+
+/// The operation once `ok` holds for it (within 30 s).
+async fn wait_op_where(
+    app: &App,
+    slug: &str,
+    token: &str,
+    op: &str,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
     support::eventually(
-        &format!("operation {op} {state}"),
+        &format!("operation {op} {what}"),
         Duration::from_secs(30),
         || async {
             let r = app
@@ -179,7 +176,7 @@ async fn wait_op(app: &App, slug: &str, token: &str, op: &str, state: &str) -> V
                     None,
                 )
                 .await;
-            (r.body["state"] == state).then_some(r.body)
+            ok(&r.body).then_some(r.body)
         },
     )
     .await
@@ -231,12 +228,7 @@ async fn worker_create_update_and_delete_reach_the_cluster() {
     assert_eq!(labels[LABEL_CONTROL_PLANE], id.to_string());
     assert_eq!(labels[translate::LABEL_TENANT], tenant.to_string());
     let applied = wait_applied(&app, &slug, &token, op).await;
-    let stages: Vec<&str> = applied["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["stage"].as_str().unwrap())
-        .collect();
+    let stages = support::stage_names(&applied);
     assert_eq!(stages, ["placed", "applied"]);
     let ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(kube.clone())
         .get(&format!("tp-{slug}"))
@@ -287,12 +279,7 @@ async fn worker_create_update_and_delete_reach_the_cluster() {
         "succeeded",
     )
     .await;
-    let stages: Vec<&str> = deleted["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["stage"].as_str().unwrap())
-        .collect();
+    let stages = support::stage_names(&deleted);
     assert_eq!(stages, ["requested", "applied", "deleted"]);
     assert_eq!(deleted["done"], true);
     let superseded = wait_op(&app, &slug, &token, &update, "failed").await;
@@ -366,12 +353,7 @@ async fn worker_status_change_shows_in_the_api_and_a_fresh_ready_finishes_the_cr
     .await;
     // Ready at the generation the create asked for: its operation is done, every stage stamped.
     let done = wait_op(&app, &slug, &token, op, "succeeded").await;
-    let stages: Vec<&str> = done["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["stage"].as_str().unwrap())
-        .collect();
+    let stages = support::stage_names(&done);
     assert_eq!(
         stages,
         [

@@ -10,6 +10,7 @@ use tenantplane::store;
 use uuid::Uuid;
 
 use super::{App, spawn_app};
+use crate::support::stage_names as stages;
 
 async fn get(app: &App, slug: &str, token: &str, path: &str) -> super::Reply {
     app.call(
@@ -19,15 +20,6 @@ async fn get(app: &App, slug: &str, token: &str, path: &str) -> super::Reply {
         None,
     )
     .await
-}
-
-fn stages(op: &Value) -> Vec<&str> {
-    op["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["stage"].as_str().unwrap())
-        .collect()
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{etcd::schema, etcd_keys, etcds, namespace_and_event, namespaces, stack};
-use crate::support::eventually;
+use crate::support::{eventually, stage_names};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deleting_one_tenant_cleans_its_etcd_space_and_the_other_tenant_keeps_serving_its_data() {
@@ -231,16 +231,6 @@ async fn a_version_without_a_built_binary_is_refused_with_a_condition_naming_the
     assert!(!stage_names(op).contains(&"ready"), "{op:#}");
     assert_eq!(cp["phase"], "Provisioning");
     stack.stop().await;
-}
-
-/// The stage names of an operation, in order.
-fn stage_names(op: &Value) -> Vec<&str> {
-    op["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["stage"].as_str().unwrap())
-        .collect()
 }
 
 /// A create's or update's long-polled answers: `running` (never done) through a growing prefix of the

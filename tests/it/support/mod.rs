@@ -195,3 +195,11 @@ pub fn crds_installed() {
     .map_err(|e| e.clone())
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// The stage names of an operation as the API answers it, in order.
+pub fn stage_names(op: &serde_json::Value) -> Vec<&str> {
+    op["stages"]
+        .as_array()
+        .map(|stages| stages.iter().filter_map(|s| s["stage"].as_str()).collect())
+        .unwrap_or_default()
+}

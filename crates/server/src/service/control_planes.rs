@@ -15,8 +15,8 @@ use super::{
 use crate::{
     auth::Principal,
     domain::{
-        FieldError, KubeVersion, Name, Offload, Role, check_api_server_port, check_dns1035, check_labels,
-        check_node_port, check_replicas, check_upgrade,
+        FieldError, KubeVersion, Name, Offload, OperationKind, Role, check_api_server_port, check_dns1035,
+        check_labels, check_node_port, check_replicas, check_upgrade,
     },
     store::{
         self,
@@ -571,16 +571,12 @@ pub async fn update(
         return Err(ServiceError::ConflictFields(conflicts));
     }
     let row = store::control_planes::update_spec(tx, tenant.id, id, &version, replicas, &labels).await?;
-    let op = store::operations::insert(
+    let op = super::operations::record(
+        ctx,
         tx,
-        tenant.id,
-        id,
-        store::operations::NewOperation {
-            kind: "update",
-            generation: row.generation,
-            first_stage: "placed",
-            deadline_seconds: ctx.limits.operation_deadline_seconds as f64,
-        },
+        (tenant.id, id),
+        OperationKind::Update,
+        row.generation,
         request_id,
     )
     .await?;
@@ -640,16 +636,12 @@ pub async fn delete(
     let row = store::control_planes::set_phase(tx, tenant.id, id, "Deleting").await?;
     // The creates and updates still open can no longer reach Ready.
     store::operations::supersede(tx, tenant.id, id).await?;
-    let op = store::operations::insert(
+    let op = super::operations::record(
+        ctx,
         tx,
-        tenant.id,
-        id,
-        store::operations::NewOperation {
-            kind: "delete",
-            generation: row.generation,
-            first_stage: "requested",
-            deadline_seconds: ctx.limits.operation_deadline_seconds as f64,
-        },
+        (tenant.id, id),
+        OperationKind::Delete,
+        row.generation,
         request_id,
     )
     .await?;

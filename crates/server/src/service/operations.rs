@@ -205,3 +205,22 @@ pub fn first_stage(kind: OperationKind) -> OperationStage {
         OperationKind::Create | OperationKind::Update => OperationStage::Placed,
     }
 }
+
+/// Records an operation of `kind` on control plane `(tenant, id)` in the request's transaction: pending,
+/// at its first stage, asking for `generation`, failing after the server's operation deadline.
+pub async fn record(
+    ctx: &Ctx,
+    tx: &mut sqlx::PgConnection,
+    (tenant, id): (Uuid, Uuid),
+    kind: OperationKind,
+    generation: i64,
+    request_id: Option<&str>,
+) -> Result<OperationRow> {
+    let new = store::operations::NewOperation {
+        kind: kind.as_str(),
+        generation,
+        first_stage: first_stage(kind).as_str(),
+        deadline_seconds: ctx.limits.operation_deadline_seconds as f64,
+    };
+    Ok(store::operations::insert(tx, tenant, id, new, request_id).await?)
+}
