@@ -382,6 +382,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
             // Small JSON answers go out at once, not after the client's delayed ACK (Nagle).
             tcp_nodelay: true,
             cors_origins: args.cors_allowed_origins.clone(),
+            rate_limits: args.rate_limits,
         },
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");

@@ -107,6 +107,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// GraphQL limits and switches.
     pub graphql: crate::api::graphql::GraphqlSettings,
+    #[command(flatten)]
+    /// Per-token rate limits.
+    pub rate_limits: crate::api::limits::RateLimitSettings,
 }
 
 /// Settings of `tenantplane worker`.

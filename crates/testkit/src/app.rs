@@ -50,7 +50,8 @@ impl std::fmt::Debug for TestAppOptions {
 
 impl TestAppOptions {
     /// The test defaults on `database_url`: 20 connections, no management cluster, issuer and public
-    /// URL [`TEST_ISSUER`], audience [`TEST_AUDIENCE`], no external issuers, `serve`'s other defaults.
+    /// URL [`TEST_ISSUER`], audience [`TEST_AUDIENCE`], no external issuers, no rate limits (the rate-limit
+    /// tests turn them on), `serve`'s other defaults.
     pub fn new(database_url: impl Into<String>) -> Self {
         Self {
             database_url: database_url.into(),
@@ -61,6 +62,7 @@ impl TestAppOptions {
             external: Default::default(),
             settings: AppSettings {
                 public_url: TEST_ISSUER.into(),
+                rate_limits: api::limits::RateLimitSettings::OFF,
                 ..Default::default()
             },
         }

@@ -10,6 +10,7 @@ mod join_tokens;
 mod operations;
 mod placement;
 mod quotas;
+mod rate_limits;
 mod tokens;
 mod unsatisfiable;
 

@@ -22,7 +22,7 @@ use std::{
 
 use async_graphql::{
     Data, ErrorExtensions, Schema,
-    http::{GraphiQLSource, WebSocketProtocols as Protocols, WsMessage},
+    http::{WebSocketProtocols as Protocols, WsMessage},
     parser::types::OperationType,
 };
 use axum::{
@@ -33,7 +33,7 @@ use axum::{
         ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection},
     },
     http::{HeaderMap, StatusCode, header},
-    response::{Html, IntoResponse, Response},
+    response::{IntoResponse, Response},
     routing::get,
 };
 use futures_util::{SinkExt, StreamExt, future};
@@ -365,8 +365,15 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 pub fn routes(state: &AppState) -> Router<AppState> {
     let hub = state.hub.clone();
     let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone(), state.kube.clone());
+    // POST is charged by the rate-limit middleware; GET queries and WebSocket operations in the
+    // handlers (an upgrade or the GraphiQL page costs nothing).
+    let post = axum::routing::post(post_graphql);
+    let post = match &state.limits {
+        Some(limits) => post.layer(limits.layer()),
+        None => post,
+    };
     Router::new()
-        .route("/graphql", get(get_graphql).post(post_graphql))
+        .route("/graphql", get(get_graphql).merge(post))
         .layer(Extension(schema))
         .layer(Extension(hub))
 }
@@ -420,7 +427,11 @@ async fn post_graphql(
         Ok(r) => r,
         Err(e) => return bad_request(format!("the body is not a GraphQL request: {e}")),
     };
-    execute(&state, &schema, auth, rid, request).await
+    let billing = Billing {
+        token: token_of(&headers),
+        charged: 1,
+    };
+    execute(&state, &schema, (auth, billing), rid, request).await
 }
 
 #[expect(clippy::too_many_arguments, reason = "one axum handler with its extractors")]
@@ -438,13 +449,7 @@ async fn get_graphql(
         return websocket(state, (schema, hub), upgrade, &headers, rid);
     }
     let Some(query) = query.filter(|q| !q.is_empty()) else {
-        return Html(
-            GraphiQLSource::build()
-                .endpoint("/graphql")
-                .subscription_endpoint("/graphql")
-                .finish(),
-        )
-        .into_response();
+        return super::web::graphiql();
     };
     let limit = state.graphql.max_request_bytes;
     if query.len() > limit {
@@ -469,13 +474,52 @@ async fn get_graphql(
         )
         .into_response();
     }
-    execute(&state, &schema, auth, rid, request).await
+    let billing = Billing {
+        token: token_of(&headers),
+        charged: 0,
+    };
+    execute(&state, &schema, (auth, billing), rid, request).await
+}
+
+/// The bearer token of a request's `Authorization` header.
+fn token_of(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)
+}
+
+/// What a GraphQL HTTP request owes the rate limiter: its token, and what the middleware already charged.
+#[derive(Debug, Clone, Copy)]
+struct Billing<'a> {
+    token: Option<&'a str>,
+    charged: u32,
+}
+
+/// What operation `name` of `doc` (or its only one) costs against the rate limit: one per mutation root
+/// field (through fragments), and at least one.
+pub fn operation_cost(doc: &async_graphql::parser::types::ExecutableDocument, name: Option<&str>) -> u32 {
+    let mut walk = ShapeWalk {
+        doc,
+        aliases: 0,
+        nodes: 0,
+        path: Vec::new(),
+    };
+    let fields = doc
+        .operations
+        .iter()
+        .filter(|(n, _)| name.is_none_or(|want| n.is_some_and(|n| n.as_str() == want)))
+        .filter(|(_, op)| op.node.ty == OperationType::Mutation)
+        .map(|(_, op)| walk.set(&op.node.selection_set.node))
+        .max()
+        .unwrap_or(0);
+    u32::try_from(fields.max(1)).unwrap_or(u32::MAX)
 }
 
 async fn execute(
     state: &AppState,
     schema: &AppSchema,
-    auth: Result<Auth, ApiError>,
+    (auth, billing): (Result<Auth, ApiError>, Billing<'_>),
     rid: RequestId,
     request: async_graphql::Request,
 ) -> Response {
@@ -484,6 +528,13 @@ async fn execute(
         Err(e) => return e.with_request_id(rid.0).into_response(),
     };
     let mut request = request;
+    let name = request.operation_name.clone();
+    if let (Some(limits), Ok(doc)) = (&state.limits, request.parsed_query()) {
+        let cost = operation_cost(doc, name.as_deref());
+        if let Err(refused) = limits.charge(limits.key(billing.token), cost, billing.charged) {
+            return limits.refusal(refused);
+        }
+    }
     if let Ok(doc) = request.parsed_query()
         && let Err(message) = check_shape(doc, &state.graphql)
     {
@@ -500,8 +551,12 @@ async fn execute(
         .data(Caller(who))
         .data(RequestIdData(rid.0));
     let response = schema.execute(request).await;
+    // Answers are per caller and may hold a kubeconfig: never stored by a cache.
     (
-        [(header::CONTENT_TYPE, "application/json")],
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
         serde_json::to_string(&response).unwrap_or_default(),
     )
         .into_response()
@@ -540,15 +595,16 @@ fn websocket(
         .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state.ctx, rid.0, state.graphql))
+        .on_upgrade(move |socket| serve_socket(socket, schema, protocol, state, rid.0))
 }
 
 /// An operation refused before it ran.
 enum Refusal {
     /// The token no longer holds (operation id, why): the connection closes.
     Token(Option<String>, TokenError),
-    /// The operation's document is over a limit (operation id, message): only it is refused.
-    Shape(String, String),
+    /// The operation is refused (operation id, message, error code), e.g. its document is over a limit
+    /// or its token over the rate limit: only it is refused.
+    Operation(String, String, &'static str),
 }
 
 /// One WebSocket connection's shared state between its input filter and its output loop.
@@ -567,6 +623,10 @@ struct SocketState {
     settings: GraphqlSettings,
     /// Why the client's side ended, when it was an error (e.g. a message over the size limit).
     input_error: Arc<std::sync::Mutex<Option<String>>>,
+    /// Per-token rate limits, when on.
+    limits: Option<super::limits::RateLimits>,
+    /// The rate-limit bucket of the `connection_init` token, once it is known.
+    key: Arc<std::sync::OnceLock<Option<u64>>>,
 }
 
 impl SocketState {
@@ -580,6 +640,19 @@ impl SocketState {
         let err = service::tokens::recheck(&self.ctx, &who).await.err()?;
         let (code, reason) = token_close(&err);
         Some(close_message(code, reason))
+    }
+
+    /// Charges an operation message to the connection token's bucket; why not, when it is over the limit.
+    fn over_limit(&self, message: &serde_json::Value) -> Option<String> {
+        let limits = self.limits.as_ref()?;
+        let payload = message.get("payload")?;
+        let doc = async_graphql::parser::parse_query(payload.get("query")?.as_str()?).ok()?;
+        let name = payload.get("operationName").and_then(|v| v.as_str());
+        let key = self.key.get().copied().flatten();
+        limits
+            .charge(key, operation_cost(&doc, name), 0)
+            .err()
+            .map(|refused| limits.message(refused))
     }
 
     /// Lets one client message through, or not: each operation (`subscribe`, `start`) first re-checks the
@@ -611,14 +684,22 @@ impl SocketState {
             let _ = self.denied.send(Refusal::Token(id, err));
             return None;
         }
-        if let Some(message) = parsed.as_ref().and_then(|v| payload_shape(v, &self.settings)) {
-            let id = parsed
+        let id = || {
+            parsed
                 .as_ref()
                 .and_then(|v| v.get("id"))
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
-                .to_string();
-            let _ = self.denied.send(Refusal::Shape(id, message));
+                .to_string()
+        };
+        if let Some(message) = parsed.as_ref().and_then(|v| payload_shape(v, &self.settings)) {
+            let _ = self.denied.send(Refusal::Operation(id(), message, "BAD_REQUEST"));
+            return None;
+        }
+        if let Some(message) = parsed.as_ref().and_then(|v| self.over_limit(v)) {
+            let _ = self
+                .denied
+                .send(Refusal::Operation(id(), message, "RATE_LIMITED"));
             return None;
         }
         if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
@@ -698,11 +779,8 @@ fn socket_input(
 
 /// `connection_init`: authenticates the token, remembers the caller for the connection's re-checks, and
 /// hands resolvers the caller and its DataLoaders.
-async fn connection_init(
-    ctx: Ctx,
-    who_slot: Arc<std::sync::Mutex<Option<Principal>>>,
-    payload: serde_json::Value,
-) -> async_graphql::Result<Data> {
+async fn connection_init(state: SocketState, payload: serde_json::Value) -> async_graphql::Result<Data> {
+    let ctx = state.ctx.clone();
     let token = init_token(&payload)
         .ok_or_else(|| async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{}", TokenError::Missing)))?;
     let who = service::tokens::authenticate(&ctx, &token)
@@ -711,8 +789,11 @@ async fn connection_init(
             TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
             e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
         })?;
-    if let Ok(mut slot) = who_slot.lock() {
+    if let Ok(mut slot) = state.who.lock() {
         *slot = Some(who.clone());
+    }
+    if let Some(limits) = &state.limits {
+        let _ = state.key.set(limits.key(Some(&token)));
     }
     let mut data = Data::default();
     data.insert(loader::Loaders::new(&ctx, &who));
@@ -727,31 +808,33 @@ async fn serve_socket(
     socket: WebSocket,
     (schema, hub): (AppSchema, Hub),
     protocol: Protocols,
-    ctx: Ctx,
+    app: AppState,
     rid: Option<String>,
-    settings: GraphqlSettings,
 ) {
+    let settings = app.graphql.clone();
     let token_recheck = settings.token_recheck();
     let (mut sink, source) = socket.split();
     let (denied, mut denied_rx) = tokio::sync::mpsc::unbounded_channel();
     let state = SocketState {
-        ctx: ctx.clone(),
+        ctx: app.ctx.clone(),
         who: Arc::default(),
         active: Arc::new(AtomicUsize::new(0)),
         too_many: Arc::new(Notify::new()),
         denied,
         settings,
         input_error: Arc::default(),
+        limits: app.limits.clone(),
+        key: Arc::default(),
     };
     let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
     let mut connection = Data::default();
     connection.insert(slow.clone());
     connection.insert(RequestIdData(rid));
-    let who_slot = state.who.clone();
+    let init_state = state.clone();
     let graphql = async_graphql::http::WebSocket::new(schema, input, protocol)
         .connection_data(connection)
-        .on_connection_init(move |payload| connection_init(ctx, who_slot, payload));
+        .on_connection_init(move |payload| connection_init(init_state, payload));
     let mut graphql = std::pin::pin!(graphql);
     let init_deadline = tokio::time::sleep(INIT_TIMEOUT);
     let mut init_deadline = std::pin::pin!(init_deadline);
@@ -780,8 +863,8 @@ async fn serve_socket(
                     let (code, reason) = token_close(&err);
                     Some(close_message(code, reason))
                 }
-                Refusal::Shape(id, message) => {
-                    let text = operation_error(protocol, &id, &message, "BAD_REQUEST");
+                Refusal::Operation(id, message, code) => {
+                    let text = operation_error(protocol, &id, &message, code);
                     match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
                         Ok(Ok(())) => None,
                         _ => break,

@@ -132,7 +132,10 @@ fn complete_operation(operation: &mut Value) {
 fn shared_statuses(secured: bool, has_body: bool, has_checked_parameters: bool) -> Vec<(u16, &'static str)> {
     let mut statuses = Vec::new();
     if secured {
-        statuses.push((401, "Missing, invalid, expired or revoked token"));
+        statuses.extend([
+            (401, "Missing, invalid, expired or revoked token"),
+            (429, "The token is over its rate limit; retry after Retry-After"),
+        ]);
     }
     if has_checked_parameters && !has_body {
         statuses.push((422, "Invalid parameters; the problem names each"));
@@ -195,7 +198,7 @@ fn complete_response(status: &str, response: &mut Value) {
                 .entry("WWW-Authenticate")
                 .or_insert_with(|| header("`Bearer error=\"invalid_token\"`"));
         }
-        "503" => {
+        "429" | "503" => {
             headers
                 .entry("Retry-After")
                 .or_insert_with(|| integer_header("Seconds to wait before retrying"));
@@ -233,9 +236,12 @@ mod tests {
         let statuses: Vec<&str> = responses.keys().map(String::as_str).collect();
         assert_eq!(
             statuses,
-            ["201", "400", "401", "409", "413", "415", "422", "500", "503"]
+            [
+                "201", "400", "401", "409", "413", "415", "422", "429", "500", "503"
+            ]
         );
         assert!(responses["201"]["content"]["application/json"].is_object());
+        assert!(responses["429"]["headers"]["Retry-After"].is_object());
         assert_eq!(
             responses["409"]["content"][PROBLEM]["schema"]["$ref"],
             "#/components/schemas/Problem"
