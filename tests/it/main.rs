@@ -17,4 +17,5 @@ mod serve;
 mod smoke;
 mod structure;
 mod support;
+mod web;
 mod worker;

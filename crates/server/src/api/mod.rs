@@ -4,9 +4,11 @@
 pub mod error;
 pub mod extract;
 pub mod graphql;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod rest;
+pub mod web;
 
 use std::{sync::Arc, time::Duration};
 
@@ -14,7 +16,7 @@ use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, State},
     http::{HeaderName, HeaderValue, StatusCode, header},
-    response::{Html, IntoResponse, Response},
+    response::{IntoResponse, Response},
     routing::get,
 };
 use serde_json::json;
@@ -49,6 +51,8 @@ pub struct AppState {
     pub hub: crate::service::events::Hub,
     /// Origins allowed to call from a browser on another origin.
     pub cors_origins: Vec<HeaderValue>,
+    /// Per-token rate limits; `None`: off.
+    pub limits: Option<limits::RateLimits>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -78,6 +82,8 @@ pub struct AppSettings {
     /// Origins a browser app on another origin may call from (`--cors-allowed-origins`, exact match);
     /// none: no CORS headers, same origin only.
     pub cors_origins: Vec<HeaderValue>,
+    /// Per-token rate limits (`--rate-limit-per-second`, `--rate-limit-burst`).
+    pub rate_limits: limits::RateLimitSettings,
 }
 
 impl Default for AppSettings {
@@ -90,6 +96,7 @@ impl Default for AppSettings {
             metrics: Arc::new(metrics::Metrics::default()),
             tcp_nodelay: false,
             cors_origins: Vec::new(),
+            rate_limits: Default::default(),
         }
     }
 }
@@ -113,6 +120,7 @@ impl App {
             metrics,
             tcp_nodelay,
             cors_origins,
+            rate_limits,
         } = settings;
         Self {
             state: AppState {
@@ -124,6 +132,7 @@ impl App {
                 hub: crate::service::events::Hub::new(graphql.subscription_buffer),
                 graphql,
                 cors_origins,
+                limits: limits::RateLimits::new(rate_limits),
             },
             tcp_nodelay,
         }
@@ -141,6 +150,12 @@ impl App {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let router = self.router();
+        // Forgets refilled buckets while serving; stops with the server.
+        let _sweep = self
+            .state
+            .limits
+            .clone()
+            .map(|l| AbortOnDrop(tokio::spawn(l.sweep())));
         if self.tcp_nodelay {
             let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
                 if let Err(err) = tcp.set_nodelay(true) {
@@ -155,6 +170,15 @@ impl App {
                 .with_graceful_shutdown(shutdown)
                 .await
         }
+    }
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -233,11 +257,16 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     let graphql = graphql::routes(&state);
     let cors = cors(&state.cors_origins);
+    let api = match &state.limits {
+        Some(limits) => api.layer(limits.layer()),
+        None => api,
+    };
     let router = Router::new()
         .nest("/api/v1", api)
         .merge(graphql)
         .route("/api/v1/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
-        .route("/docs", get(docs))
+        .route("/docs", get(web::docs))
+        .route("/assets/{name}", get(web::asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
@@ -379,16 +408,6 @@ async fn openid_configuration(State(state): State<AppState>) -> Json<serde_json:
         "subject_types_supported": ["public"],
         "claims_supported": ["iss", "aud", "sub", "jti", "tid", "role", "iat", "nbf", "exp"]
     }))
-}
-
-/// A Swagger UI page for the OpenAPI document (assets load from the unpkg CDN in the browser).
-async fn docs() -> Html<&'static str> {
-    Html(concat!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Tenantplane API</title>",
-        "<link rel=\"stylesheet\" href=\"https://unpkg.com/swagger-ui-dist@5/swagger-ui.css\"></head><body>",
-        "<div id=\"ui\"></div><script src=\"https://unpkg.com/swagger-ui-dist@5/swagger-ui-bundle.js\"></script>",
-        "<script>SwaggerUIBundle({url: '/api/v1/openapi.json', dom_id: '#ui'});</script></body></html>"
-    ))
 }
 
 /// An RFC 9457 `application/problem+json` response.
