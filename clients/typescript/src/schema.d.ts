@@ -1242,6 +1242,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -1371,6 +1384,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -1455,6 +1481,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -1531,6 +1570,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -1634,6 +1686,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -1710,6 +1775,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -1847,6 +1925,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -1909,6 +2000,19 @@ export interface operations {
             /** @description The caller's role is too low */
             403: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2046,6 +2150,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -2130,6 +2247,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -2192,6 +2322,19 @@ export interface operations {
             /** @description The caller's role is too low */
             403: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2329,6 +2472,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -2394,6 +2550,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2489,6 +2658,19 @@ export interface operations {
             /** @description Invalid input; the problem names each field */
             422: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2647,6 +2829,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -2716,6 +2911,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2820,6 +3028,19 @@ export interface operations {
             /** @description Invalid parameters; the problem names each */
             422: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2982,6 +3203,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3060,6 +3294,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -3213,6 +3460,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3310,6 +3570,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3388,6 +3661,19 @@ export interface operations {
             /** @description Conflicts with the current state */
             409: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -3491,6 +3777,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3583,6 +3882,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3648,6 +3960,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -3788,6 +4113,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3883,6 +4221,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -3959,6 +4310,19 @@ export interface operations {
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -4099,6 +4463,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -4185,6 +4562,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description An internal error; the problem carries the request id to quote */
             500: {
                 headers: {
@@ -4236,6 +4626,19 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;

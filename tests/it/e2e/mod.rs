@@ -483,6 +483,12 @@ impl Stack {
             )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        // GraphQL hands out the same one (`ControlPlane.kubeconfig`).
+        let query = "query($id: ID!) { node(id: $id) { ... on ControlPlane { kubeconfig } } }";
+        let gid = crate::graphql::control_plane_gid(&tenant.slug, id);
+        let data =
+            crate::graphql::data(&self.app, &tenant.member, query, serde_json::json!({"id": gid})).await;
+        assert_eq!(data["node"]["kubeconfig"].as_str(), Some(r.text.as_str()));
         let kubeconfig: kube::config::Kubeconfig = serde_yaml::from_str(&r.text).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await

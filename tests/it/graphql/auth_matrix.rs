@@ -305,7 +305,7 @@ async fn every_root_field_refuses_bad_tokens_other_tenants_and_low_roles() {
                 checked += 1;
             }
             Needs::Tenant(role) => {
-                if let Some(lookup) = ["Query.node", "Query.operation"]
+                if let Some(lookup) = ["Query.node", "Query.operation", "Query.tenant"]
                     .contains(field)
                     .then(|| field.split_once('.').unwrap().1)
                 {

@@ -31,7 +31,7 @@ async fn create_control_plane_records_it_with_its_operation() {
     assert_eq!(
         got,
         json!({
-            "controlPlane": {"name": "made", "tenant": slug, "phase": "Pending", "generation": 1,
+            "controlPlane": {"name": "made", "tenant": slug, "phase": "PENDING", "generation": 1,
                              "spec": {"kubernetesVersion": "v1.33.2", "replicas": 2, "sizeClass": "medium",
                                       "labels": [{"key": "team", "value": "web"}]},
                              "placement": {"dataStore": "etcd-default"},
@@ -185,7 +185,7 @@ async fn delete_control_plane_queues_one_delete() {
             &first["userErrors"]
         ),
         (
-            &json!({"name": "doomed", "phase": "Deleting"}),
+            &json!({"name": "doomed", "phase": "DELETING"}),
             &json!("DELETE"),
             &json!("PENDING"),
             &json!([])

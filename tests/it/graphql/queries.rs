@@ -57,7 +57,7 @@ async fn tenant_returns_the_callers_tenant() {
     .await;
     assert_eq!(
         got,
-        json!({"tenant": {"slug": slug, "displayName": "gq-tenant", "state": "active", "labels": []}})
+        json!({"tenant": {"slug": slug, "displayName": "gq-tenant", "state": "ACTIVE", "labels": []}})
     );
 }
 
@@ -91,7 +91,7 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
     }
     let query = "query($t: String!, $after: String) { controlPlanes(tenant: $t, first: 2, after: $after) {
         edges { cursor node { id controlPlaneId name phase tenant } }
-        pageInfo { hasNextPage endCursor } } }";
+        pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }";
     let first = data(&app, &member, query, json!({"t": slug})).await;
     let names: Vec<&str> = first["controlPlanes"]["edges"]
         .as_array()
@@ -102,7 +102,7 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
     assert_eq!(names, ["one", "two"]);
     assert_eq!(
         first["controlPlanes"]["edges"][0]["node"],
-        json!({"id": control_plane_gid(&slug, &ids[0]), "controlPlaneId": ids[0], "name": "one", "phase": "Pending", "tenant": slug})
+        json!({"id": control_plane_gid(&slug, &ids[0]), "controlPlaneId": ids[0], "name": "one", "phase": "PENDING", "tenant": slug})
     );
     assert_eq!(first["controlPlanes"]["pageInfo"]["hasNextPage"], json!(true));
     let after = first["controlPlanes"]["pageInfo"]["endCursor"].clone();
@@ -111,9 +111,19 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
         second["controlPlanes"]["edges"][0]["node"]["name"],
         json!("three")
     );
+    // The page info is Relay's: the first and last edges' cursors, and whether pages come before and after.
+    let second_cursor = second["controlPlanes"]["edges"][0]["cursor"].clone();
     assert_eq!(
         second["controlPlanes"]["pageInfo"],
-        json!({"hasNextPage": false, "endCursor": null})
+        json!({"hasNextPage": false, "hasPreviousPage": true, "startCursor": second_cursor, "endCursor": second_cursor})
+    );
+    assert_eq!(
+        first["controlPlanes"]["pageInfo"]["hasPreviousPage"],
+        json!(false)
+    );
+    assert_eq!(
+        first["controlPlanes"]["pageInfo"]["startCursor"],
+        first["controlPlanes"]["edges"][0]["cursor"]
     );
     // Every edge's cursor continues after it; the last edge's is the page's end cursor.
     let edge_cursor = |i: usize| first["controlPlanes"]["edges"][i]["cursor"].clone();
@@ -134,7 +144,7 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
     let detail = data(
         &app,
         &member,
-        r#"query($t: String!) { controlPlanes(tenant: $t, version: "v1.33.2", status: "Pending", labels: []) { nodes {
+        r#"query($t: String!) { controlPlanes(tenant: $t, version: "v1.33.2", status: PENDING, labels: []) { nodes {
             name spec { kubernetesVersion replicas serviceType port sizeClass offload
                         datastore { pool name labels { key } } addons { coreDNS kubeProxy konnectivity } labels { key } }
             status { phase endpoint installedVersion observedGeneration conditions { type } raw
@@ -162,7 +172,7 @@ async fn control_planes_pages_filters_and_resolves_placement_operations_and_audi
                      "sizeClass": "small", "offload": "none",
                      "datastore": {"pool": null, "name": null, "labels": []},
                      "addons": {"coreDNS": true, "kubeProxy": true, "konnectivity": false}, "labels": []},
-            "status": {"phase": "Pending", "endpoint": null, "installedVersion": null, "observedGeneration": null,
+            "status": {"phase": "PENDING", "endpoint": null, "installedVersion": null, "observedGeneration": null,
                        "conditions": [], "raw": {},
                        "addons": {"coreDNS": {"installed": false, "lastUpdate": null},
                                   "kubeProxy": {"installed": false, "lastUpdate": null},

@@ -103,7 +103,7 @@ async fn a_subscriber_receives_its_tenants_committed_status_change_within_one_se
         event,
         Incoming::Json(
             json!({"id": "1", "type": "next", "payload": {"data": {"controlPlaneEvents": {"controlPlane": {
-                "name": "live", "phase": "Ready", "endpoint": "10.0.0.1:6443",
+                "name": "live", "phase": "READY", "endpoint": "10.0.0.1:6443",
                 "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "the control plane answers /readyz"}]
             }}}}})
         )
@@ -128,7 +128,7 @@ async fn a_subscriber_receives_its_tenants_committed_status_change_within_one_se
     };
     assert_eq!(
         next["payload"]["data"]["controlPlaneEvents"]["controlPlane"]["phase"],
-        "NotReady"
+        "NOT_READY"
     );
 }
 
@@ -361,7 +361,7 @@ async fn operation_events_stream_the_stages_of_the_tenants_operation_and_the_que
     );
 
     let mut ws = ws_ready(&app, &viewer).await;
-    let events = "subscription($t: String!, $op: ID) { operationEvents(tenant: $t, operation: $op) { operation { id state stage done } } }";
+    let events = "subscription($t: String!, $op: ID) { operationEvents(tenant: $t, operation: $op) { kind operation { id state stage done } } }";
     ws_send(
         &mut ws,
         json!({"id": "1", "type": "subscribe", "payload": {"query": events, "variables": {"t": slug, "op": op}}}),
@@ -373,6 +373,7 @@ async fn operation_events_stream_the_stages_of_the_tenants_operation_and_the_que
         first["payload"]["data"]["operationEvents"]["operation"]["state"],
         "PENDING"
     );
+    assert_eq!(first["payload"]["data"]["operationEvents"]["kind"], "STARTED");
 
     // Another tenant's operation moves first: it never reaches this subscriber; then this one's does.
     for id in [other_cp, cp] {
@@ -397,8 +398,79 @@ async fn operation_events_stream_the_stages_of_the_tenants_operation_and_the_que
     assert_eq!(
         next,
         Incoming::Json(
-            json!({"id": "1", "type": "next", "payload": {"data": {"operationEvents": {"operation": {
+            json!({"id": "1", "type": "next", "payload": {"data": {"operationEvents": {"kind": "PROGRESSED", "operation": {
             "id": op, "state": "RUNNING", "stage": "APPLIED", "done": false}}}}})
+        )
+    );
+    // Its end is the last event: FINISHED.
+    let mut tx = db.begin().await.unwrap();
+    store::operations::end(
+        &mut tx,
+        op.parse().unwrap(),
+        store::operations::End::Failed("Test", "ended by the test"),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let Incoming::Json(last) = ws_next(&mut ws, Duration::from_secs(5)).await else {
+        panic!("expected the end")
+    };
+    assert_eq!(
+        last["payload"]["data"]["operationEvents"],
+        json!({"kind": "FINISHED", "operation": {"id": op, "state": "FAILED", "stage": "APPLIED", "done": true}})
+    );
+}
+
+#[tokio::test]
+async fn control_plane_events_say_what_happened_and_a_deletion_is_the_last() {
+    let app = spawn_app().await;
+    let (slug, viewer, tenant, cp) = tenant_with_cp(&app, "gq-kinds", "short").await;
+    let mut ws = ws_ready(&app, &viewer).await;
+    let query =
+        "subscription($t: String!) { controlPlaneEvents(tenant: $t) { kind controlPlane { name phase } } }";
+    ws_send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": query, "variables": {"t": slug}}}),
+    )
+    .await;
+    let mut db = writer(&app).await;
+    // The first status write may race the subscription's LISTEN: write until one arrives.
+    let mut changed = None;
+    for phase in [
+        "Provisioning",
+        "NotReady",
+        "Provisioning",
+        "NotReady",
+        "Provisioning",
+    ] {
+        store::outbox::write_status(&mut db, tenant, cp, phase, &json!({"phase": phase}))
+            .await
+            .unwrap();
+        if let Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) =
+            tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut ws)).await
+        {
+            changed = Some(serde_json::from_str::<Value>(&text).unwrap());
+            break;
+        }
+    }
+    let changed = changed.expect("a status event");
+    assert_eq!(
+        changed["payload"]["data"]["controlPlaneEvents"]["kind"], "CHANGED",
+        "{changed}"
+    );
+    // Drain what the other writes announced, then record it gone.
+    while tokio::time::timeout(Duration::from_millis(300), futures::StreamExt::next(&mut ws))
+        .await
+        .is_ok()
+    {}
+    let mut tx = db.begin().await.unwrap();
+    store::outbox::mark_deleted(&mut tx, tenant, cp).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Json(
+            json!({"id": "1", "type": "next", "payload": {"data": {"controlPlaneEvents": {
+            "kind": "DELETED", "controlPlane": {"name": "short", "phase": "DELETED"}}}}})
         )
     );
 }

@@ -307,6 +307,18 @@ pub(crate) async fn load_unchecked(
         .next())
 }
 
+/// A control plane recorded gone (`deleted_at` set), with what it last held; `None` when there is no
+/// such row. For the last event about it only: nothing else reads deleted control planes.
+pub(crate) async fn load_gone(db: &sqlx::PgPool, tenant: Uuid, id: Uuid) -> Result<Option<ControlPlane>> {
+    let Some(row) = store::control_planes::get_gone(db, tenant, id).await? else {
+        return Ok(None);
+    };
+    Ok(with_placements_in(db, tenant, vec![row])
+        .await?
+        .into_iter()
+        .next())
+}
+
 /// How many operations and audit entries a batch load returns per control plane.
 pub const RECENT: i64 = 20;
 

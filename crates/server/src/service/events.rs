@@ -1,7 +1,8 @@
 //! Live control-plane events for subscriptions.
 //!
 //! The worker writes a control plane's status and sends `NOTIFY control_plane_status, '<tenant>:<id>'` in
-//! the same statement (`store::outbox::write_status`), so a notification arrives only after the change
+//! the same statement (`store::outbox::write_status`), and `'<tenant>:<id>:deleted'` in the transaction
+//! that records it gone (`store::outbox::mark_deleted`), so a notification arrives only after the change
 //! is committed. One `LISTEN` per process (started by the first subscriber) loads the changed control
 //! plane once and fans it out through a bounded broadcast channel; each subscriber keeps only its own
 //! tenant's events. A subscriber that falls more than the channel's capacity behind gets
@@ -26,9 +27,20 @@ pub const CHANNEL: &str = "control_plane_status";
 /// The channel a token's revocation is announced on (payload: its `jti`).
 pub const REVOKED_CHANNEL: &str = "token_revoked";
 
-/// A control plane whose status or conditions changed, as committed.
+/// What happened to a control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Its observed phase, status or conditions changed.
+    Changed,
+    /// It is gone, with its datastore space: the last event about it.
+    Deleted,
+}
+
+/// A control plane whose status or conditions changed, or that is gone, as committed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
     /// Its tenant.
     pub tenant_id: Uuid,
     /// The control plane after the change.
@@ -189,16 +201,18 @@ async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Se
                 continue;
             }
         };
-        let Some((tenant, id)) = notification.payload().split_once(':') else {
+        let Some((tenant, id, kind)) = parse_payload(notification.payload()) else {
             continue;
         };
-        let (Ok(tenant), Ok(id)) = (Uuid::parse_str(tenant), Uuid::parse_str(id)) else {
-            continue;
+        let loaded = match kind {
+            EventKind::Changed => super::control_planes::load_unchecked(&db, tenant, id).await,
+            EventKind::Deleted => super::control_planes::load_gone(&db, tenant, id).await,
         };
-        match super::control_planes::load_unchecked(&db, tenant, id).await {
+        match loaded {
             Ok(Some(control_plane)) => {
                 // No receivers is fine: nobody is subscribed right now.
                 let _ = sender.send(Arc::new(Event {
+                    kind,
                     tenant_id: tenant,
                     control_plane,
                 }));
@@ -209,6 +223,19 @@ async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Se
             }
         }
     }
+}
+
+/// The tenant, control plane and kind of a `control_plane_status` payload (`<tenant>:<id>[:deleted]`).
+fn parse_payload(payload: &str) -> Option<(Uuid, Uuid, EventKind)> {
+    let mut parts = payload.split(':');
+    let tenant = Uuid::parse_str(parts.next()?).ok()?;
+    let id = Uuid::parse_str(parts.next()?).ok()?;
+    let kind = match parts.next() {
+        None => EventKind::Changed,
+        Some("deleted") => EventKind::Deleted,
+        Some(_) => return None,
+    };
+    parts.next().is_none().then_some((tenant, id, kind))
 }
 
 /// Subscribes `who` to the events of tenant `slug` (tenant-viewer or higher; another tenant is not
@@ -222,4 +249,29 @@ pub async fn subscribe(
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     let receiver = hub.sender(&ctx.db).await?.subscribe();
     Ok((tenant.id, receiver))
+}
+
+#[cfg(test)]
+mod payload_tests {
+    use super::{EventKind, parse_payload};
+
+    #[test]
+    fn a_payload_names_tenant_control_plane_and_kind() {
+        let (t, c) = (
+            "6f1f8c3e-2c1a-4a57-9a57-3c2d1e0f4b5a",
+            "0b7e5a9e-9d2f-4d0b-8a3c-1e2f3a4b5c6d",
+        );
+        let ids = (t.parse().unwrap(), c.parse().unwrap());
+        assert_eq!(
+            parse_payload(&format!("{t}:{c}")),
+            Some((ids.0, ids.1, EventKind::Changed))
+        );
+        assert_eq!(
+            parse_payload(&format!("{t}:{c}:deleted")),
+            Some((ids.0, ids.1, EventKind::Deleted))
+        );
+        assert_eq!(parse_payload(&format!("{t}:{c}:other")), None);
+        assert_eq!(parse_payload(&format!("{t}:{c}:deleted:x")), None);
+        assert_eq!(parse_payload(t), None);
+    }
 }

@@ -140,6 +140,25 @@ pub async fn get(
     .await?)
 }
 
+/// A control plane recorded gone (`deleted_at` set).
+pub async fn get_gone(
+    db: impl PgExecutor<'_>,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<ControlPlaneRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        ControlPlaneRow,
+        "select id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, datastore_pool,
+                datastore_labels, datastore_name, offload, addons, labels, phase, status, generation, deleted_at,
+                created_at, updated_at
+         from control_planes where tenant_id = $1 and id = $2 and deleted_at is not null",
+        tenant,
+        id
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
 /// A tenant by slug and, in the same statement, its live control plane `id` with the placement: one round
 /// trip for a GET. `None` when no tenant has the slug; the caller authorizes on the tenant before
 /// answering anything about the control plane.

@@ -178,15 +178,20 @@ pub async fn placement(
     Ok(Some((primary, overrides)))
 }
 
-/// Records that a control plane is gone from the cluster.
+/// Records that a control plane is gone from the cluster, and `NOTIFY control_plane_status,
+/// '<tenant>:<id>:deleted'` (delivered when the transaction commits).
 pub async fn mark_deleted(tx: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
     sqlx::query!(
-        "update control_planes set deleted_at = coalesce(deleted_at, now()), phase = 'Deleted', updated_at = now()
-         where tenant_id = $1 and id = $2",
+        "with gone as (
+             update control_planes set deleted_at = coalesce(deleted_at, now()), phase = 'Deleted', updated_at = now()
+             where tenant_id = $1 and id = $2
+             returning tenant_id, id)
+         select pg_notify('control_plane_status', tenant_id::text || ':' || id::text || ':deleted')::text as \"notified\"
+         from gone",
         tenant,
         id
     )
-    .execute(&mut *tx)
+    .fetch_all(&mut *tx)
     .await?;
     crate::store::placements::release(tx, tenant, id).await?;
     Ok(())

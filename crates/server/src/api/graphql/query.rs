@@ -5,8 +5,9 @@ use async_graphql::{Context, ID, Object, Result};
 use super::{
     caller,
     types::{
-        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, DataStore, JoinToken, Node, Operation,
-        OperationConnection, OperationEdge, OperationKind, OperationState, PageInfo, Pool, Tenant, Viewer,
+        self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, ControlPlanePhase, DataStore,
+        JoinToken, Node, Operation, OperationConnection, OperationEdge, OperationKind, OperationState,
+        PageInfo, Pool, Tenant, Viewer,
     },
 };
 use crate::service::{self, ServiceError, control_planes::ListFilter};
@@ -26,14 +27,15 @@ impl Query {
             .into())
     }
 
-    /// One tenant (tenant-viewer of it, or platform admin; another tenant is NOT_FOUND).
-    async fn tenant(&self, ctx: &Context<'_>, slug: String) -> Result<Tenant> {
+    /// One tenant (tenant-viewer of it, or platform admin); `null` when it does not exist or the caller may
+    /// not see it, so the rest of the response stands.
+    async fn tenant(&self, ctx: &Context<'_>, slug: String) -> Result<Option<Tenant>> {
         let (c, who) = caller(ctx)?;
-        Ok(Tenant(
-            service::tenants::get(c, who, &slug)
-                .await
-                .map_err(super::gql_error)?,
-        ))
+        match service::tenants::get(c, who, &slug).await {
+            Ok(tenant) => Ok(Some(Tenant(tenant))),
+            Err(ServiceError::NotFound(_)) => Ok(None),
+            Err(e) => Err(super::gql_error(e)),
+        }
     }
 
     /// Every tenant (platform admin).
@@ -57,13 +59,14 @@ impl Query {
         tenant: String,
         first: Option<i32>,
         after: Option<String>,
-        status: Option<String>,
+        status: Option<ControlPlanePhase>,
         version: Option<String>,
         labels: Option<Vec<String>>,
     ) -> Result<ControlPlaneConnection> {
         let (c, who) = caller(ctx)?;
+        let asked_after = after.is_some();
         let filter = ListFilter {
-            status,
+            status: status.map(|p| p.as_str().to_string()),
             version,
             labels: labels.unwrap_or_default(),
             cursor: after,
@@ -81,20 +84,18 @@ impl Query {
                 cp,
             })
             .collect();
-        let end = page.next_cursor.clone();
+        let edges: Vec<ControlPlaneEdge> = nodes
+            .iter()
+            .map(|node| ControlPlaneEdge {
+                cursor: service::control_planes::cursor_after(&node.cp),
+                node: node.clone(),
+            })
+            .collect();
+        let cursors: Vec<String> = edges.iter().map(|e| e.cursor.clone()).collect();
         Ok(ControlPlaneConnection {
-            edges: nodes
-                .iter()
-                .map(|node| ControlPlaneEdge {
-                    cursor: service::control_planes::cursor_after(&node.cp),
-                    node: node.clone(),
-                })
-                .collect(),
+            edges,
             nodes,
-            page_info: PageInfo {
-                has_next_page: end.is_some(),
-                end_cursor: end,
-            },
+            page_info: PageInfo::of(&cursors, asked_after, page.next_cursor.is_some()),
         })
     }
 
@@ -125,6 +126,7 @@ impl Query {
         kind: Option<OperationKind>,
     ) -> Result<OperationConnection> {
         let (c, who) = caller(ctx)?;
+        let asked_after = after.is_some();
         let filter = service::operations::ListFilter {
             control_plane: control_plane.map(|id| id.to_string()),
             state: state.map(Into::into),
@@ -143,14 +145,11 @@ impl Query {
                 node: op.into(),
             })
             .collect();
-        let end = page.next_cursor.clone();
+        let cursors: Vec<String> = edges.iter().map(|e| e.cursor.clone()).collect();
         Ok(OperationConnection {
             nodes: edges.iter().map(|e| e.node.clone()).collect(),
             edges,
-            page_info: PageInfo {
-                has_next_page: end.is_some(),
-                end_cursor: end,
-            },
+            page_info: PageInfo::of(&cursors, asked_after, page.next_cursor.is_some()),
         })
     }
 

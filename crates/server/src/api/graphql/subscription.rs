@@ -8,7 +8,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::{
     SlowConsumer, caller, gql_error,
-    types::{ControlPlane, ControlPlaneEvent, OperationEvent},
+    types::{ControlPlane, ControlPlaneEvent, ControlPlaneEventKind, OperationEvent, OperationEventKind},
 };
 use crate::service::{self, events::Hub};
 
@@ -18,8 +18,8 @@ pub struct Subscription;
 
 #[Subscription]
 impl Subscription {
-    /// Status and condition changes of a tenant's control planes, as committed (tenant-viewer). Ends when
-    /// the token expires; a client that falls too far behind is disconnected (close code 4008).
+    /// Status and condition changes of a tenant's control planes, as committed, and each one's end
+    /// (`kind: DELETED`, once its data is gone) (tenant-viewer). Ends when the token expires; a client that falls too far behind is disconnected (close code 4008).
     async fn control_plane_events(
         &self,
         ctx: &Context<'_>,
@@ -36,6 +36,10 @@ impl Subscription {
         });
         Ok(
             events.map(move |event: Arc<service::events::Event>| ControlPlaneEvent {
+                kind: match event.kind {
+                    service::events::EventKind::Changed => ControlPlaneEventKind::Changed,
+                    service::events::EventKind::Deleted => ControlPlaneEventKind::Deleted,
+                },
                 control_plane: ControlPlane {
                     slug: tenant.clone(),
                     tenant_id: event.tenant_id,
@@ -72,6 +76,7 @@ impl Subscription {
         let slow = ctx.data_opt::<SlowConsumer>().cloned();
         Ok(wanted_until(receiver, slow, who.expires_at, wanted).map(
             |event: Arc<service::events::OperationEvent>| OperationEvent {
+                kind: OperationEventKind::of(&event.operation),
                 operation: event.operation.clone().into(),
             },
         ))

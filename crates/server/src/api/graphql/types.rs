@@ -2,7 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Json, Object, Result, SimpleObject};
+use async_graphql::{
+    ComplexObject, Context, Enum, ID, InputObject, InputValueError, InputValueResult, Json, Object, Result,
+    Scalar, ScalarType, SimpleObject, Value,
+};
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -66,6 +69,123 @@ impl From<GqlRole> for domain::Role {
             GqlRole::TenantAdmin => domain::Role::TenantAdmin,
             GqlRole::TenantMember => domain::Role::TenantMember,
             GqlRole::TenantViewer => domain::Role::TenantViewer,
+        }
+    }
+}
+
+/// A 64-bit integer (byte counts), written as a decimal string: JSON numbers are exact only up to 2^53,
+/// and GraphQL's `Int` is 32-bit. Input takes the string or a whole JSON number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Int64(pub i64);
+
+#[Scalar(name = "Int64")]
+impl ScalarType for Int64 {
+    fn parse(value: Value) -> InputValueResult<Self> {
+        let parsed = match &value {
+            Value::String(s) => s.parse().ok(),
+            Value::Number(n) => n.as_i64(),
+            _ => None,
+        };
+        parsed
+            .map(Int64)
+            .ok_or_else(|| InputValueError::custom("expected a 64-bit integer as a decimal string"))
+    }
+
+    fn to_value(&self) -> Value {
+        Value::String(self.0.to_string())
+    }
+}
+
+/// A control plane's observed phase (what runs, as the worker last saw it).
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ControlPlanePhase {
+    /// Recorded; not applied to the cluster yet.
+    Pending,
+    /// Being created.
+    Provisioning,
+    /// Rotating its certificate authority.
+    CertificateAuthorityRotating,
+    /// Rolling to another version.
+    Upgrading,
+    /// Moving to another DataStore.
+    Migrating,
+    /// Serving, at its current spec.
+    Ready,
+    /// Has served, but does not now.
+    NotReady,
+    /// Scaled to zero replicas.
+    Sleeping,
+    /// Its datastore refuses writes.
+    WriteLimited,
+    /// Being deleted: its datastore space is being removed.
+    Deleting,
+    /// Gone, with its data.
+    Deleted,
+    /// Failed permanently.
+    Failed,
+    /// A phase this server does not know (the raw one is in `status.raw`).
+    Unknown,
+}
+
+/// Every phase with its recorded spelling (the REST API's `phase` and `status` filter).
+const PHASES: [(ControlPlanePhase, &str); 13] = [
+    (ControlPlanePhase::Pending, "Pending"),
+    (ControlPlanePhase::Provisioning, "Provisioning"),
+    (
+        ControlPlanePhase::CertificateAuthorityRotating,
+        "CertificateAuthorityRotating",
+    ),
+    (ControlPlanePhase::Upgrading, "Upgrading"),
+    (ControlPlanePhase::Migrating, "Migrating"),
+    (ControlPlanePhase::Ready, "Ready"),
+    (ControlPlanePhase::NotReady, "NotReady"),
+    (ControlPlanePhase::Sleeping, "Sleeping"),
+    (ControlPlanePhase::WriteLimited, "WriteLimited"),
+    (ControlPlanePhase::Deleting, "Deleting"),
+    (ControlPlanePhase::Deleted, "Deleted"),
+    (ControlPlanePhase::Failed, "Failed"),
+    (ControlPlanePhase::Unknown, "Unknown"),
+];
+
+impl ControlPlanePhase {
+    /// The phase recorded as `phase`; `Unknown` for a spelling this server does not know.
+    pub fn of(phase: &str) -> Self {
+        PHASES
+            .iter()
+            .find(|(_, s)| *s == phase)
+            .map_or(ControlPlanePhase::Unknown, |(p, _)| *p)
+    }
+
+    /// Its recorded spelling.
+    pub fn as_str(self) -> &'static str {
+        PHASES
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("Unknown", |(_, s)| s)
+    }
+}
+
+/// Whether a tenant may work.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TenantState {
+    /// Its tokens work.
+    Active,
+    /// Suspended by a platform admin: its tokens are refused.
+    Suspended,
+    /// Being deleted with its control planes.
+    Deleting,
+    /// A state this server does not know.
+    Unknown,
+}
+
+impl TenantState {
+    /// The state recorded as `state` (`active`, `suspended`, `deleting`).
+    pub fn of(state: &str) -> Self {
+        match state {
+            "active" => TenantState::Active,
+            "suspended" => TenantState::Suspended,
+            "deleting" => TenantState::Deleting,
+            _ => TenantState::Unknown,
         }
     }
 }
@@ -154,9 +274,9 @@ impl Tenant {
     async fn labels(&self) -> Vec<Label> {
         labels(&self.0.labels)
     }
-    /// `active` or `suspended`.
-    async fn state(&self) -> &str {
-        &self.0.state
+    /// Whether it may work.
+    async fn state(&self) -> TenantState {
+        TenantState::of(&self.0.state)
     }
     /// Created.
     async fn created_at(&self) -> DateTime<Utc> {
@@ -315,8 +435,8 @@ pub struct NodeJoinStatus {
 /// What the cluster reports.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct ControlPlaneStatus {
-    /// Pending, Provisioning, Ready, NotReady, Upgrading, Sleeping, Deleting or Failed.
-    pub phase: String,
+    /// The observed phase.
+    pub phase: ControlPlanePhase,
     /// API server endpoint, once known.
     pub endpoint: Option<String>,
     /// Installed Kubernetes version, once Ready.
@@ -543,9 +663,35 @@ pub struct OperationEdge {
     pub node: Operation,
 }
 
+/// What an operation event says.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum OperationEventKind {
+    /// The operation was recorded (its first stage).
+    Started,
+    /// It reached another stage, or its state changed, and is not done.
+    Progressed,
+    /// It is done: succeeded or failed.
+    Finished,
+}
+
+impl OperationEventKind {
+    /// The kind of an event that shows `op` (with `stages` reached so far).
+    pub fn of(op: &model::Operation) -> Self {
+        if op.done {
+            OperationEventKind::Finished
+        } else if op.stages.len() <= 1 && op.state == domain::OperationState::Pending {
+            OperationEventKind::Started
+        } else {
+            OperationEventKind::Progressed
+        }
+    }
+}
+
 /// A change of an operation (a stage reached, its state), as committed.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct OperationEvent {
+    /// What changed.
+    pub kind: OperationEventKind,
     /// The operation after the change.
     pub operation: Operation,
 }
@@ -623,14 +769,14 @@ impl ControlPlane {
         }
     }
     /// Observed phase (also in `status`).
-    async fn phase(&self) -> &str {
-        &self.cp.phase
+    async fn phase(&self) -> ControlPlanePhase {
+        ControlPlanePhase::of(&self.cp.phase)
     }
     /// What the cluster reports.
     async fn status(&self) -> ControlPlaneStatus {
         let s = &self.cp.status;
         ControlPlaneStatus {
-            phase: self.cp.phase.clone(),
+            phase: ControlPlanePhase::of(&self.cp.phase),
             endpoint: s.get("endpoint").and_then(|v| v.as_str()).map(str::to_string),
             installed_version: s
                 .get("installedVersion")
@@ -691,6 +837,19 @@ impl ControlPlane {
     async fn audit_entries(&self, ctx: &Context<'_>) -> Result<Vec<AuditEntry>> {
         loader::audit_entries(ctx, self.tenant_id, self.cp.id).await
     }
+    /// The admin kubeconfig (YAML) of a control plane that has served (tenant-member), with context,
+    /// cluster and user names unique to its tenant and name; every read is in the audit log. It holds a
+    /// private key, so it costs 50 of the complexity budget: a page of them is refused. `null` with a
+    /// `CONFLICT` error until the control plane has served.
+    #[graphql(complexity = 50)]
+    async fn kubeconfig(&self, ctx: &Context<'_>) -> Result<Option<String>> {
+        let (c, who) = super::caller(ctx)?;
+        let id = self.cp.id.to_string();
+        let yaml = crate::service::control_planes::kubeconfig(c, super::cluster(ctx), who, &self.slug, &id)
+            .await
+            .map_err(super::gql_error)?;
+        Ok(Some(String::from_utf8_lossy(&yaml).into_owned()))
+    }
     /// Spec generation.
     async fn generation(&self) -> i64 {
         self.cp.generation
@@ -729,13 +888,29 @@ pub struct ControlPlaneEdge {
     pub node: ControlPlane,
 }
 
-/// Paging information.
-#[derive(SimpleObject, Clone, Debug)]
+/// Paging information (Relay): forward paging with `first` and `after`.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct PageInfo {
     /// Whether another page follows.
     pub has_next_page: bool,
-    /// Pass as `after` for the next page.
+    /// Whether items come before this page: true when it was asked for `after` a cursor.
+    pub has_previous_page: bool,
+    /// The first edge's cursor; null on an empty page.
+    pub start_cursor: Option<String>,
+    /// The last edge's cursor (pass as `after` for the next page); null on an empty page.
     pub end_cursor: Option<String>,
+}
+
+impl PageInfo {
+    /// The page info of edges with `cursors`, asked for `after` a cursor or not, with a next page or not.
+    pub fn of(cursors: &[String], after: bool, has_next_page: bool) -> Self {
+        Self {
+            has_next_page,
+            has_previous_page: after,
+            start_cursor: cursors.first().cloned(),
+            end_cursor: cursors.last().cloned(),
+        }
+    }
 }
 
 /// A pool of DataStores.
@@ -788,7 +963,7 @@ pub struct DataStore {
     /// Capacity in tenants.
     pub capacity_tenants: i32,
     /// Capacity in bytes.
-    pub capacity_bytes: Option<i64>,
+    pub capacity_bytes: Option<Int64>,
     /// Identity of the etcd CA.
     pub ca_id: Option<String>,
     /// Ready.
@@ -816,7 +991,7 @@ impl From<model::DataStore> for DataStore {
             driver: d.driver,
             endpoints: d.endpoints,
             capacity_tenants: d.capacity_tenants,
-            capacity_bytes: d.capacity_bytes,
+            capacity_bytes: d.capacity_bytes.map(Int64),
             ca_id: d.ca_id,
             ready: d.ready,
             cordoned: d.cordoned,
@@ -897,9 +1072,20 @@ pub enum Node {
     Tenant(Tenant),
 }
 
-/// A status or condition change of a control plane, as committed.
+/// What a control-plane event says.
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ControlPlaneEventKind {
+    /// Its observed phase, status or conditions changed.
+    Changed,
+    /// It is gone, with its datastore space (the last event about it).
+    Deleted,
+}
+
+/// A change of a control plane, as committed.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct ControlPlaneEvent {
+    /// What changed.
+    pub kind: ControlPlaneEventKind,
     /// The control plane after the change.
     pub control_plane: ControlPlane,
 }
@@ -971,5 +1157,48 @@ impl From<model::CreatedJoinToken> for CreatedJoinToken {
             discovery_token_ca_cert_hash: t.discovery_token_ca_cert_hash,
             join_command: t.join_command,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn every_phase_round_trips_and_a_strange_one_is_unknown() {
+        for (phase, spelling) in PHASES {
+            assert_eq!(ControlPlanePhase::of(spelling), phase);
+            assert_eq!(phase.as_str(), spelling);
+        }
+        assert_eq!(ControlPlanePhase::of("ready"), ControlPlanePhase::Unknown);
+        assert_eq!(TenantState::of("suspended"), TenantState::Suspended);
+        assert_eq!(TenantState::of("gone"), TenantState::Unknown);
+    }
+
+    #[test]
+    fn int64_is_a_decimal_string_and_takes_strings_or_whole_numbers() {
+        let big = 9_007_199_254_740_993_i64;
+        assert_eq!(Int64(big).to_value(), Value::String(big.to_string()));
+        assert_eq!(Int64::parse(Value::String(big.to_string())).unwrap(), Int64(big));
+        assert_eq!(Int64::parse(Value::Number(42.into())).unwrap(), Int64(42));
+        assert!(Int64::parse(Value::String("1.5".into())).is_err());
+        assert!(Int64::parse(Value::Boolean(true)).is_err());
+    }
+
+    #[test]
+    fn page_info_names_both_ends_of_the_page() {
+        let cursors = ["a".to_string(), "b".to_string()];
+        assert_eq!(
+            PageInfo::of(&cursors, true, false),
+            PageInfo {
+                has_next_page: false,
+                has_previous_page: true,
+                start_cursor: Some("a".into()),
+                end_cursor: Some("b".into()),
+            }
+        );
+        assert_eq!(PageInfo::of(&[], false, false).end_cursor, None);
     }
 }
