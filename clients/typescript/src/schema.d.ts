@@ -282,7 +282,8 @@ export interface paths {
         };
         /**
          * The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
-         *     private key: `Cache-Control: no-store`.
+         *     private key: `Cache-Control: no-store`. Its cluster, user and current context are all named
+         *     `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control planes merge.
          */
         get: operations["kubeconfig"];
         put?: never;
@@ -2680,7 +2681,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -2760,7 +2761,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -2866,7 +2867,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3015,7 +3016,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3101,7 +3102,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3246,7 +3247,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
                 /** @description The token's public id (the part before the dot) */
                 tokenId: string;
@@ -3343,7 +3344,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
