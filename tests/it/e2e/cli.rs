@@ -55,23 +55,20 @@ impl Cli {
         command
     }
 
-    /// Runs the binary to its end (killed after `READY` and two minutes).
+    /// Runs the binary to its end, reading its output as it comes (a full pipe would block it); killed
+    /// after `READY` and two minutes.
     async fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut child = self.command(args, env).spawn().unwrap();
-        let what = format!("tenantplane {args:?}");
-        tokio::task::spawn_blocking(move || {
-            let deadline = Instant::now() + READY + Duration::from_secs(120);
-            while child.try_wait().unwrap().is_none() {
-                if Instant::now() > deadline {
-                    child.kill().unwrap();
-                    panic!("{what} still running after {READY:?} and two minutes");
-                }
-                std::thread::sleep(Duration::from_millis(100));
+        let child = self.command(args, env).spawn().unwrap();
+        let pid = child.id().to_string();
+        let limit = READY + Duration::from_secs(120);
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap());
+        match tokio::time::timeout(limit, output).await {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+                panic!("tenantplane {args:?} still running after {limit:?}");
             }
-            child.wait_with_output().unwrap()
-        })
-        .await
-        .unwrap()
+        }
     }
 
     fn config(&self) -> PathBuf {
