@@ -3,12 +3,13 @@
 use std::{path::Path, process::ExitCode, sync::Arc};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use sqlx::{PgPool, postgres::PgPoolOptions};
 
 use crate::{
     api,
     auth::{TokenSettings, keys::ServerKey},
+    client,
     config::{AuthArgs, ControllerArgs, DbArgs, GlobalArgs, ServeArgs, WorkerArgs},
     domain::Role,
     runtime::postgres::LocalPostgres,
@@ -20,7 +21,7 @@ use crate::{
 
 /// Tenantplane: control-plane-as-a-service for Kamaji-compatible tenant control planes.
 #[derive(Debug, Parser)]
-#[command(name = "tenantplane", version, about)]
+#[command(name = "tenantplane", version, about, after_help = client::EXIT_CODES)]
 pub struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
@@ -50,6 +51,18 @@ pub enum Command {
     Sdl,
     /// Run the DataStore and TenantControlPlane controllers (leader-elected).
     Controller(ControllerArgs),
+    /// Client: check a token with the API and save the URL, token and tenant to the config file.
+    Login(client::login::LoginArgs),
+    /// Client: create, list, get, upgrade, scale and delete control planes.
+    Cp(client::cp::CpArgs),
+    /// Client: a control plane's admin kubeconfig, printed or merged into ~/.kube/config.
+    Kubeconfig(client::kubeconfig::KubeconfigArgs),
+    /// Client: node join tokens and their `kubeadm join` command.
+    JoinToken(client::join_token::JoinTokenArgs),
+    /// Client: get an operation, or wait until it is done.
+    Op(client::op::OpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion(client::CompletionArgs),
 }
 
 /// `tenantplane token …`.
@@ -105,6 +118,15 @@ impl Cli {
             }
             Command::Sdl => {
                 print!("{}", api::graphql::sdl());
+                Ok(())
+            }
+            Command::Login(args) => return client::exit(args.run().await),
+            Command::Cp(args) => return client::exit(args.run().await),
+            Command::Kubeconfig(args) => return client::exit(args.run().await),
+            Command::JoinToken(args) => return client::exit(args.run().await),
+            Command::Op(args) => return client::exit(args.run().await),
+            Command::Completion(args) => {
+                args.run(&mut Cli::command());
                 Ok(())
             }
         };

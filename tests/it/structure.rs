@@ -108,7 +108,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     ),
     ("crates/testkit/src", &[&["fixtures", "wait"], &["app"]]),
     ("crates/devenv/src", &[&["localenv"], &["runner"], &["dev"]]),
-    ("src", &[&["config"], &["cli"]]),
+    ("src", &[&["client", "config"], &["cli"]]),
 ];
 
 /// The longest a function may be, in lines from its signature to its closing brace.

@@ -282,7 +282,8 @@ export interface paths {
         };
         /**
          * The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
-         *     private key: `Cache-Control: no-store`.
+         *     private key: `Cache-Control: no-store`. Its cluster, user and current context are all named
+         *     `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control planes merge.
          */
         get: operations["kubeconfig"];
         put?: never;
@@ -2875,7 +2876,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -2968,7 +2969,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3087,7 +3088,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3249,7 +3250,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3348,7 +3349,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;
@@ -3506,7 +3507,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
                 /** @description The token's public id (the part before the dot) */
                 tokenId: string;
@@ -3616,7 +3617,7 @@ export interface operations {
             path: {
                 /** @description Tenant slug */
                 tenant: string;
-                /** @description Control-plane id */
+                /** @description Control-plane id or name */
                 id: string;
             };
             cookie?: never;

@@ -494,6 +494,21 @@ async fn owner_tcp(client: &kube::Client, namespace: &str, name: &str) -> String
         .unwrap()
 }
 
+/// An admin.conf as Kamaji writes it (key material shortened).
+const KAMAJI_ADMIN_CONF: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: kubernetes
+  cluster: {certificate-authority-data: Q0E=, server: 'https://10.0.0.1:6443'}
+users:
+- name: kubernetes-admin
+  user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
+contexts:
+- name: kubernetes-admin@kubernetes
+  context: {cluster: kubernetes, user: kubernetes-admin}
+current-context: kubernetes-admin@kubernetes
+";
+
 /// An admin kubeconfig Secret `name` owned by the TCP `owner` (UID `uid`).
 async fn kubeconfig_secret(
     client: &kube::Client,
@@ -538,15 +553,7 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names(
     assert_eq!(early.body["title"], "Not ready yet");
 
     let uid = owner_tcp(&client, &ns, "k").await;
-    kubeconfig_secret(
-        &client,
-        &ns,
-        "k-admin-kubeconfig",
-        "k",
-        &uid,
-        "apiVersion: v1\nkind: Config\n",
-    )
-    .await;
+    kubeconfig_secret(&client, &ns, "k-admin-kubeconfig", "k", &uid, KAMAJI_ADMIN_CONF).await;
     // Somewhere else, a Secret that reported status might point at: never read.
     let elsewhere = crate::support::namespace(&client, "kcfg-other").await;
     let decoy_uid = owner_tcp(&client, &elsewhere, "k").await;
@@ -570,7 +577,26 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names(
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
     assert_eq!(ready.headers["content-type"], "application/yaml");
     assert_eq!(ready.headers["cache-control"], "no-store");
-    assert_eq!(ready.text, "apiVersion: v1\nkind: Config\n");
+    // Kamaji's names become one name unique per tenant and control plane; nothing else changes.
+    let name = format!("tenantplane_{slug}_k");
+    let served: serde_yaml::Value = serde_yaml::from_str(&ready.text).unwrap();
+    let expected: serde_yaml::Value = serde_yaml::from_str(&format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster: {{certificate-authority-data: Q0E=, server: 'https://10.0.0.1:6443'}}
+users:
+- name: {name}
+  user: {{client-certificate-data: Q0VSVA==, client-key-data: S0VZ}}
+contexts:
+- name: {name}
+  context: {{cluster: {name}, user: {name}}}
+current-context: {name}
+"
+    ))
+    .unwrap();
+    assert_eq!(served, expected, "{}", ready.text);
     let viewer = app.token(&slug, "tenant-viewer").await;
     assert_eq!(
         app.call(Method::GET, &path, Some(&viewer), None).await.status,
@@ -774,4 +800,136 @@ async fn get_reports_the_addons_that_run_and_node_join_from_the_mirrored_tcp_sta
         .await;
     assert_eq!(list.body["items"][0]["addons"], got.body["addons"]);
     assert_eq!(list.body["items"][0]["nodeJoin"], got.body["nodeJoin"]);
+}
+
+#[tokio::test]
+async fn a_control_plane_is_addressed_by_its_name_as_well_as_by_its_id() {
+    let app = spawn_app().await;
+    let slug = app.tenant("byname").await;
+    let other = app.tenant("byname-other").await;
+    let admin = app.token(&slug, "tenant-admin").await;
+    let other_admin = app.token(&other, "tenant-admin").await;
+    let created = app.control_plane(&slug, &admin, "prod").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    // The other tenant's control plane of the same name is never the one found.
+    app.control_plane(&other, &other_admin, "prod").await;
+    // A name may look like a UUID; no control plane has it as its id, so the name finds it.
+    let uuid_like = "abcdef01-2345-4789-8bcd-ef0123456789";
+    let looks_like = app.control_plane(&slug, &admin, uuid_like).await;
+    let base = format!("/api/v1/tenants/{slug}/control-planes");
+
+    let by_name = app
+        .call(Method::GET, &format!("{base}/prod"), Some(&admin), None)
+        .await;
+    assert_eq!(by_name.status, StatusCode::OK, "{}", by_name.text);
+    assert_eq!(
+        by_name.body,
+        app.call(Method::GET, &format!("{base}/{id}"), Some(&admin), None)
+            .await
+            .body
+    );
+    let found = app
+        .call(Method::GET, &format!("{base}/{uuid_like}"), Some(&admin), None)
+        .await;
+    assert_eq!(
+        (found.status, found.body["id"].clone()),
+        (StatusCode::OK, looks_like["controlPlane"]["id"].clone()),
+        "{}",
+        found.text
+    );
+    let missing = app
+        .call(Method::GET, &format!("{base}/staging"), Some(&admin), None)
+        .await;
+    assert_eq!(
+        (missing.status, missing.body["detail"].as_str()),
+        (StatusCode::NOT_FOUND, Some("control plane not found"))
+    );
+    let foreign = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{other}/control-planes/prod"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND, "{}", foreign.text);
+
+    let patched = app
+        .call(
+            Method::PATCH,
+            &format!("{base}/prod"),
+            Some(&admin),
+            Some(json!({"replicas": 1})),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::ACCEPTED, "{}", patched.text);
+    assert_eq!(
+        (
+            patched.body["controlPlane"]["id"].as_str(),
+            patched.body["controlPlane"]["replicas"].as_i64(),
+            patched.body["operation"]["controlPlaneId"].as_str()
+        ),
+        (Some(id.as_str()), Some(1), Some(id.as_str()))
+    );
+    // The kubeconfig and join tokens resolve the name too: not served yet (409), not unknown (404).
+    let kubeconfig = app
+        .call(
+            Method::GET,
+            &format!("{base}/prod/kubeconfig"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(kubeconfig.status, StatusCode::CONFLICT, "{}", kubeconfig.text);
+    let tokens = app
+        .call(
+            Method::GET,
+            &format!("{base}/prod/join-tokens"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (tokens.status, tokens.body.clone()),
+        (StatusCode::OK, json!({"items": []}))
+    );
+
+    let deleted = app
+        .call(Method::DELETE, &format!("{base}/prod"), Some(&admin), None)
+        .await;
+    assert_eq!(deleted.status, StatusCode::ACCEPTED, "{}", deleted.text);
+    assert_eq!(
+        (
+            deleted.body["operation"]["kind"].as_str(),
+            deleted.body["operation"]["controlPlaneId"].as_str()
+        ),
+        (Some("delete"), Some(id.as_str()))
+    );
+    let audit: Vec<(String, String)> = sqlx::query_as(
+        "select action, target_id from audit_log where tenant_id = $1 and target_kind = 'control-plane' and action <> 'control-plane.create' order by id",
+    )
+    .bind(tenant_id(&app, &slug).await)
+    .fetch_all(&app.ctx.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        audit,
+        vec![
+            ("control-plane.update".to_string(), id.clone()),
+            ("control-plane.delete".to_string(), id.clone())
+        ]
+    );
+    // The other tenant's control plane of that name is untouched.
+    let theirs = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{other}/control-planes/prod"),
+            Some(&other_admin),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (theirs.body["phase"].as_str(), theirs.body["replicas"].as_i64()),
+        (Some("Pending"), Some(2))
+    );
 }

@@ -38,6 +38,22 @@ fn status(endpoint: &str, secret: &str, is_ready: bool) -> Value {
     }})
 }
 
+/// A kubeconfig whose one cluster is `https://<who>:6443`.
+fn kubeconfig_of(who: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- {{name: kubernetes, cluster: {{server: 'https://{who}:6443'}}}}\n"
+    )
+}
+
+/// The server of a served kubeconfig's first cluster.
+fn server_of(kubeconfig: &str) -> String {
+    let doc: serde_yaml::Value = serde_yaml::from_str(kubeconfig).unwrap();
+    doc["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// The admin kubeconfig Secret `name`, owned by the TCP `owner`.
 async fn admin_secret(kube: &kube::Client, owner: &TenantControlPlane, name: &str, text: &str) {
     let namespace = owner.metadata.namespace.clone().unwrap();
@@ -106,7 +122,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
         victim_api.get_opt("prod").await.ok().flatten()
     })
     .await;
-    admin_secret(&kube, &own, "prod-admin-kubeconfig", "victim's kubeconfig\n").await;
+    admin_secret(&kube, &own, "prod-admin-kubeconfig", &kubeconfig_of("victim")).await;
     victim_api
         .patch_status(
             "prod",
@@ -125,7 +141,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
         .call(Method::GET, &format!("{path}/kubeconfig"), Some(&member), None)
         .await;
     assert_eq!(kubeconfig.status, StatusCode::OK, "{}", kubeconfig.text);
-    assert_eq!(kubeconfig.text, "victim's kubeconfig\n");
+    assert_eq!(server_of(&kubeconfig.text), "https://victim:6443");
 
     // The attacker's namespace, with decoys carrying the victim's labels: one with the victim's name,
     // one with another name, each with a status and a kubeconfig Secret of its own.
@@ -136,7 +152,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
     for name in ["prod", "thief"] {
         let tcp = decoy(&kube, &attacker_ns, name, &labels).await;
         let secret = format!("{name}-admin-kubeconfig");
-        admin_secret(&kube, &tcp, &secret, "the attacker's kubeconfig\n").await;
+        admin_secret(&kube, &tcp, &secret, &kubeconfig_of("attacker")).await;
         for is_ready in [false, true] {
             attacker_api
                 .patch_status(
@@ -182,7 +198,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
         .call(Method::GET, &format!("{path}/kubeconfig"), Some(&member), None)
         .await;
     assert_eq!(kubeconfig.status, StatusCode::OK, "{}", kubeconfig.text);
-    assert_eq!(kubeconfig.text, "victim's kubeconfig\n");
+    assert_eq!(server_of(&kubeconfig.text), "https://victim:6443");
     assert!(metrics.status_updates.get() >= 1);
     task.abort();
     let _ = Api::<Namespace>::all(kube)

@@ -321,7 +321,7 @@ pub async fn list_control_planes(
 
 /// One control plane; the `ETag` header carries its generation.
 #[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
     responses((status = 200, description = "OK", body = ControlPlane), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
 pub async fn get_control_plane(
     State(state): State<AppState>,
@@ -340,7 +340,7 @@ pub async fn get_control_plane(
 /// Changes version, replicas or labels (tenant member); `If-Match` guards against lost updates.
 #[utoipa::path(patch, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
     request_body = UpdateControlPlane,
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name"),
            ("If-Match" = Option<String>, Header, description = "The ETag the change is based on"),
            ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response for the same body")),
     responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem),
@@ -387,7 +387,7 @@ pub async fn update_control_plane(
 
 /// Deletes a control plane (tenant admin): 202 with the delete operation.
 #[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}", tag = "control-planes", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name"),
            ("Idempotency-Key" = Option<String>, Header, description = "Replays the first response")),
     responses((status = 202, description = "Accepted: the operation carries the change to the cluster", body = Accepted), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
 pub async fn delete_control_plane(
@@ -415,9 +415,10 @@ pub async fn delete_control_plane(
 }
 
 /// The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
-/// private key: `Cache-Control: no-store`.
+/// private key: `Cache-Control: no-store`. Its cluster, user and current context are all named
+/// `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control planes merge.
 #[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/kubeconfig", tag = "control-planes", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
     responses((status = 200, description = "kubeconfig YAML", content_type = "application/yaml", body = String),
               (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 503, description = "Unavailable", body = Problem)))]
 pub async fn kubeconfig(
@@ -453,7 +454,7 @@ pub async fn kubeconfig(
 /// request makes another token.
 #[utoipa::path(post, path = "/tenants/{tenant}/control-planes/{id}/join-tokens", tag = "join-tokens", security(("bearer" = [])),
     request_body = CreateJoinToken,
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
     responses((status = 201, description = "Created and usable; the only time the token is shown", body = CreatedJoinToken),
               (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
               (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
@@ -492,7 +493,7 @@ pub async fn create_join_token(
 /// cluster sleeps; a token's Secret deleted in the tenant cluster by other means stays listed until it
 /// expires or is revoked here.
 #[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/join-tokens", tag = "join-tokens", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id")),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
     responses((status = 200, description = "OK", body = JoinTokenList), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
               (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
 pub async fn list_join_tokens(
@@ -513,7 +514,7 @@ pub async fn list_join_tokens(
 /// `kubeadm join` with it fails once this answers. 404 for an unknown or already revoked token; an
 /// expired one is still removed.
 #[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}/join-tokens/{tokenId}", tag = "join-tokens", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id"),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name"),
            ("tokenId" = String, Path, description = "The token's public id (the part before the dot)")),
     responses((status = 204, description = "Revoked"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
               (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),

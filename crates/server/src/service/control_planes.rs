@@ -1,5 +1,7 @@
 //! Control planes: every write records the spec, an operation, an outbox row and an audit row in one transaction.
 
+pub mod kubeconfig_names;
+
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -20,7 +22,7 @@ use crate::{
     },
     store::{
         self,
-        control_planes::{ControlPlaneRow, ListQuery, NewControlPlane},
+        control_planes::{ControlPlaneKey, ControlPlaneRow, ListQuery, NewControlPlane},
         placements::PlacementRow,
     },
 };
@@ -259,7 +261,27 @@ pub async fn create(
     })
 }
 
-/// One control plane.
+/// How the path segment `id` names a control plane: by id when it parses as one, by name when it is a
+/// valid name (a name may look like a UUID: the store prefers the id); neither means it names none.
+pub(crate) fn key(id: &str) -> ControlPlaneKey<'_> {
+    ControlPlaneKey {
+        id: Uuid::parse_str(id).ok(),
+        name: check_dns1035("id", id).is_ok().then_some(id),
+    }
+}
+
+/// The live control plane `id` (its id or its name) of `tenant`, locked for update.
+async fn for_update(tx: &mut PgConnection, tenant: Uuid, id: &str) -> Result<ControlPlaneRow> {
+    let key = key(id);
+    if key.id.is_none() && key.name.is_none() {
+        return Err(ServiceError::NotFound("control plane"));
+    }
+    store::control_planes::get_for_update(tx, tenant, key)
+        .await?
+        .ok_or(ServiceError::NotFound("control plane"))
+}
+
+/// One control plane, by id or name.
 pub async fn get(ctx: &Ctx, who: &Principal, slug: &str, id: &str) -> Result<ControlPlane> {
     Ok(get_with_tenant(ctx, who, slug, id).await?.1)
 }
@@ -271,16 +293,14 @@ pub async fn get_with_tenant(
     slug: &str,
     id: &str,
 ) -> Result<(Uuid, ControlPlane)> {
-    let cp_id = match super::parse_id(id, "control plane") {
-        Ok(cp_id) => cp_id,
-        Err(err) => {
-            // Authorization answers first, as for every request.
-            tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-            return Err(err);
-        }
-    };
+    let key = key(id);
+    if key.id.is_none() && key.name.is_none() {
+        // Authorization answers first, as for every request.
+        tenant_for(ctx, who, slug, Role::TenantViewer).await?;
+        return Err(ServiceError::NotFound("control plane"));
+    }
     // One statement: the tenant, the row and its placement.
-    let (tenant, found) = store::control_planes::get_with_tenant(&ctx.db, slug, cp_id)
+    let (tenant, found) = store::control_planes::get_with_tenant(&ctx.db, slug, key)
         .await?
         .ok_or(ServiceError::NotFound("tenant"))?;
     super::authorize(who, tenant.id, Role::TenantViewer)?;
@@ -523,10 +543,8 @@ pub async fn update(
     request_id: Option<&str>,
 ) -> Result<Accepted> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
-    let id = super::parse_id(id, "control plane")?;
-    let current = store::control_planes::get_for_update(tx, tenant.id, id)
-        .await?
-        .ok_or(ServiceError::NotFound("control plane"))?;
+    let current = for_update(tx, tenant.id, id).await?;
+    let id = current.id;
     let mut errors = Vec::new();
     let mut conflicts = Vec::new();
     let mut version = current.kubernetes_version.clone();
@@ -635,10 +653,8 @@ pub async fn delete(
     request_id: Option<&str>,
 ) -> Result<Accepted> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantAdmin).await?;
-    let id = super::parse_id(id, "control plane")?;
-    let current = store::control_planes::get_for_update(tx, tenant.id, id)
-        .await?
-        .ok_or(ServiceError::NotFound("control plane"))?;
+    let current = for_update(tx, tenant.id, id).await?;
+    let id = current.id;
     if let Some(open) = store::operations::open_delete(tx, tenant.id, id).await? {
         return Ok(Accepted {
             operation: super::operations::model(open),
@@ -697,6 +713,10 @@ pub struct KubeconfigSecret {
     pub name: String,
     /// The UID of the control plane's own TCP: the Secret must be owned by it.
     pub owner_uid: String,
+    /// The tenant's slug.
+    pub tenant: String,
+    /// The control plane's name.
+    pub control_plane: String,
 }
 
 /// Where the admin kubeconfig of a control plane that has served lives: the tenant's namespace and
@@ -727,6 +747,8 @@ pub(crate) async fn served_secret(
         namespace: crate::translate::namespace(&ctx.limits.namespace_template, &tenant.slug),
         name: format!("{}-admin-kubeconfig", cp.name),
         owner_uid,
+        tenant: tenant.slug.clone(),
+        control_plane: cp.name.clone(),
     })
 }
 
@@ -785,8 +807,9 @@ pub(crate) async fn admin_kubeconfig(client: &kube::Client, wanted: &KubeconfigS
 
 /// The admin kubeconfig (YAML) of a control plane that has served (tenant member): read from
 /// [`kubeconfig_secret`] on the management cluster, only if that Secret is owned by the control plane's
-/// pinned TCP. `NotReady` until it exists, is owned and holds a kubeconfig; `NoManagementCluster` without
-/// a `kube` client.
+/// pinned TCP, with its cluster, user and context named `tenantplane_<tenant>_<control plane>`
+/// ([`kubeconfig_names`]). `NotReady` until it exists, is owned and holds a kubeconfig;
+/// `NoManagementCluster` without a `kube` client.
 pub async fn kubeconfig(
     ctx: &Ctx,
     kube: Option<&kube::Client>,
@@ -796,7 +819,9 @@ pub async fn kubeconfig(
 ) -> Result<Vec<u8>> {
     let wanted = kubeconfig_secret(ctx, who, slug, id).await?;
     let client = kube.ok_or(ServiceError::NoManagementCluster)?;
-    admin_kubeconfig(client, &wanted).await
+    let admin = admin_kubeconfig(client, &wanted).await?;
+    let name = kubeconfig_names::context_name(&wanted.tenant, &wanted.control_plane);
+    kubeconfig_names::rename(&admin, &name).map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 #[cfg(test)]

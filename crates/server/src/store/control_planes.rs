@@ -159,13 +159,23 @@ pub async fn get_gone(
     .await?)
 }
 
-/// A tenant by slug and, in the same statement, its live control plane `id` with the placement: one round
-/// trip for a GET. `None` when no tenant has the slug; the caller authorizes on the tenant before
+/// How a request names a control plane: by id, by name, or by a string that may be both (a name can look
+/// like a UUID); the live control plane with that id wins over the one with that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlPlaneKey<'a> {
+    /// The id, when the string parses as one.
+    pub id: Option<Uuid>,
+    /// The name, when the string is a valid control-plane name.
+    pub name: Option<&'a str>,
+}
+
+/// A tenant by slug and, in the same statement, its live control plane `key` with the placement: one
+/// round trip for a GET. `None` when no tenant has the slug; the caller authorizes on the tenant before
 /// answering anything about the control plane.
 pub async fn get_with_tenant(
     db: impl PgExecutor<'_>,
     slug: &str,
-    id: Uuid,
+    key: ControlPlaneKey<'_>,
 ) -> Result<Option<(TenantRow, Option<(ControlPlaneRow, Option<PlacementRow>)>)>, StoreError> {
     if slug.contains('\0') {
         return Ok(None);
@@ -185,12 +195,16 @@ pub async fn get_with_tenant(
                    from placement_overrides o join datastores od on od.id = o.datastore_id
                    where o.control_plane_id = p.control_plane_id) as "overrides?"
            from tenants t
-           left join control_planes c on c.tenant_id = t.id and c.id = $2 and c.deleted_at is null
+           left join control_planes c on c.tenant_id = t.id and c.deleted_at is null
+                                         and (c.id = $2 or c.name = $3)
            left join placements p on p.control_plane_id = c.id
            left join datastores d on d.id = p.datastore_id
-           where t.slug = $1"#,
+           where t.slug = $1
+           order by c.id = $2 desc nulls last
+           limit 1"#,
         slug,
-        id
+        key.id,
+        key.name
     )
     .fetch_optional(db)
     .await?
@@ -242,20 +256,24 @@ pub async fn get_with_tenant(
     Ok(Some((tenant, found)))
 }
 
-/// The same, locked for update.
+/// The live control plane `key` of `tenant` (the id wins over the name), locked for update.
 pub async fn get_for_update(
     tx: &mut PgConnection,
     tenant: Uuid,
-    id: Uuid,
+    key: ControlPlaneKey<'_>,
 ) -> Result<Option<ControlPlaneRow>, StoreError> {
     Ok(sqlx::query_as!(
         ControlPlaneRow,
         "select id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class, datastore_pool,
                 datastore_labels, datastore_name, offload, addons, labels, phase, status, generation, deleted_at,
                 created_at, updated_at
-         from control_planes where tenant_id = $1 and id = $2 and deleted_at is null for update",
+         from control_planes where tenant_id = $1 and deleted_at is null and (id = $2 or name = $3)
+         order by id = $2 desc nulls last
+         limit 1
+         for update",
         tenant,
-        id
+        key.id,
+        key.name
     )
     .fetch_optional(&mut *tx)
     .await?)
