@@ -1347,7 +1347,7 @@ export interface components {
                 [key: string]: string;
             } | null;
             /**
-             * @description Policy: spread, binpack, rendezvous or dedicated (applies to the next placements).
+             * @description Policy: spread, binpack, rendezvous or dedicated (applies to the next placements); not `null`.
              * @enum {string|null}
              */
             policy?: "spread" | "binpack" | "rendezvous" | "dedicated" | null;
@@ -1859,7 +1859,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The pool named does not exist (the problem names `pool`) */
+            /** @description The pool named does not exist, or a NATS DataStore would take more than 1 tenant (the problem names the field) */
             409: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */

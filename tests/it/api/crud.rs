@@ -617,15 +617,38 @@ async fn pools_and_datastores_patch_checks_like_create_and_delete_refuses_while_
         ),
         (Some("default"), json!({"a": "b"}), Some(0))
     );
+    let bad = app
+        .call(
+            Method::PATCH,
+            "/api/v1/datastores/n1",
+            Some(&app.admin),
+            Some(json!({"capacityTenants": -1, "capacityBytes": 0})),
+        )
+        .await;
+    assert_eq!(named_fields(&bad), ["capacityTenants", "capacityBytes"]);
+    // The NATS rule is the stored DataStore's: 409 naming the field.
     let nats = app
         .call(
             Method::PATCH,
             "/api/v1/datastores/n1",
             Some(&app.admin),
-            Some(json!({"capacityTenants": 2, "capacityBytes": 0})),
+            Some(json!({"capacityTenants": 2})),
         )
         .await;
-    assert_eq!(named_fields(&nats), ["capacityTenants", "capacityBytes"]);
+    assert_eq!(nats.status, StatusCode::CONFLICT, "{}", nats.text);
+    assert_eq!(
+        nats.body["errors"],
+        json!([{"field": "capacityTenants", "message": "a NATS DataStore takes at most 1 tenant"}])
+    );
+    let null_policy = app
+        .call(
+            Method::PATCH,
+            "/api/v1/pools/silver",
+            Some(&app.admin),
+            Some(json!({"policy": null})),
+        )
+        .await;
+    assert_eq!(named_fields(&null_policy), ["policy"]);
     let driver = app
         .call(
             Method::PATCH,

@@ -958,7 +958,7 @@ pub async fn list_datastores(
 #[utoipa::path(patch, path = "/datastores/{name}", tag = "datastores", security(("bearer" = [])), request_body = UpdateDataStore,
     params(("name" = String, Path, description = "DataStore name")),
     responses((status = 200, description = "OK", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
-              (status = 409, description = "The pool named does not exist (the problem names `pool`)", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+              (status = 409, description = "The pool named does not exist, or a NATS DataStore would take more than 1 tenant (the problem names the field)", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn update_datastore(
     State(state): State<AppState>,
     auth: Auth,

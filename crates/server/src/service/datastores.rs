@@ -496,8 +496,8 @@ pub async fn delete_pool(ctx: &Ctx, who: &Principal, name: &str, request_id: Opt
     Ok(())
 }
 
-/// Checks a DataStore change against the DataStore it changes; the errors name each field.
-fn update_errors(current: &DataStore, input: &UpdateDataStore) -> Vec<FieldError> {
+/// Checks the form of a DataStore change; the errors name each field.
+fn update_errors(input: &UpdateDataStore) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(name) = &input.pool
         && let Err(e) = Name::parse("pool", name)
@@ -505,12 +505,9 @@ fn update_errors(current: &DataStore, input: &UpdateDataStore) -> Vec<FieldError
         errors.push(e);
     }
     if let Some(n) = input.capacity_tenants
-        && (!(0..=i64::from(i32::MAX)).contains(&n) || (current.driver == "NATS" && n > 1))
+        && !(0..=i64::from(i32::MAX)).contains(&n)
     {
-        errors.push(FieldError::new(
-            "capacityTenants",
-            "must be at least 0, and at most 1 for NATS (one tenant per NATS DataStore)",
-        ));
+        errors.push(FieldError::new("capacityTenants", "must be at least 0"));
     }
     if input.capacity_bytes.is_some_and(|b| b <= 0) {
         errors.push(FieldError::new("capacityBytes", "must be positive"));
@@ -532,9 +529,16 @@ pub async fn update(
     request_id: Option<&str>,
 ) -> Result<DataStore> {
     let current = get(ctx, who, name).await?;
-    let errors = update_errors(&current, &input);
+    let errors = update_errors(&input);
     if !errors.is_empty() {
         return Err(ServiceError::Invalid(errors));
+    }
+    // The form is right; the DataStore it changes refuses it (409).
+    if current.driver == "NATS" && input.capacity_tenants.is_some_and(|n| n > 1) {
+        return Err(ServiceError::ConflictFields(vec![FieldError::new(
+            "capacityTenants",
+            "a NATS DataStore takes at most 1 tenant",
+        )]));
     }
     let pool_id = match &input.pool {
         Some(pool) => Some(

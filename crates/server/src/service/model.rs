@@ -543,12 +543,17 @@ pub struct PoolPage {
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdatePool {
-    /// Policy: spread, binpack, rendezvous or dedicated (applies to the next placements).
-    #[serde(default)]
+    /// Policy: spread, binpack, rendezvous or dedicated (applies to the next placements); not `null`.
+    #[serde(default, deserialize_with = "present")]
     pub policy: Option<String>,
     /// Labels (replace all).
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// A field that may be left out, but not given as `null`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(de).map(Some)
 }
 
 fn spread() -> String {
