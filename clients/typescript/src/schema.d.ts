@@ -11,7 +11,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every DataStore (platform admin). */
+        /** Lists DataStores, oldest first, with cursor pagination (platform admin). */
         get: operations["list_datastores"];
         put?: never;
         /** Registers a DataStore (platform admin); credentials are Secret references only. */
@@ -33,10 +33,16 @@ export interface paths {
         get: operations["get_datastore"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Deletes a DataStore no control plane is placed on (platform admin); 409 `in-use` naming them
+         *     (`tenant/name`) otherwise. Only Tenantplane's record goes: the Kubernetes `DataStore` object is the
+         *     operator's, as it is on create.
+         */
+        delete: operations["delete_datastore"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Changes a DataStore's pool, labels or capacities (platform admin); placed tenants stay where they are. */
+        patch: operations["update_datastore"];
         trace?: never;
     };
     "/datastores/{name}/cordon": {
@@ -117,7 +123,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every pool (platform admin). */
+        /** Lists pools, oldest first, with cursor pagination (platform admin). */
         get: operations["list_pools"];
         put?: never;
         /** Creates a pool (platform admin). */
@@ -139,10 +145,12 @@ export interface paths {
         get: operations["get_pool"];
         put?: never;
         post?: never;
-        delete?: never;
+        /** Deletes a pool without DataStores (platform admin); 409 `in-use` naming its DataStores otherwise. */
+        delete: operations["delete_pool"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Changes a pool's policy or labels (platform admin); the next placements use them. */
+        patch: operations["update_pool"];
         trace?: never;
     };
     "/tenants": {
@@ -152,7 +160,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every tenant (platform admin). */
+        /** Lists tenants, oldest first, with cursor pagination (platform admin). */
         get: operations["list_tenants"];
         put?: never;
         /** Creates a tenant (platform admin). */
@@ -172,6 +180,32 @@ export interface paths {
         };
         /** One tenant. */
         get: operations["get_tenant"];
+        put?: never;
+        post?: never;
+        /**
+         * Deletes a tenant (platform admin). Without control planes: 204, gone at once with its tokens, keys,
+         *     quotas and audit log. With some and `cascade=true`: 202, the tenant is `deleting` (its tokens are
+         *     refused), each control plane gets its delete operation, and the tenant is removed when the last one is
+         *     gone (`GET` at `Location` then answers 404). With some and no `cascade`: 409 naming how many.
+         */
+        delete: operations["delete_tenant"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's audit log, newest first, with cursor pagination (tenant member or platform admin): who
+         *     (`role:subject(tokenId)`) did what to which target, kubeconfig downloads included.
+         */
+        get: operations["list_audit"];
         put?: never;
         post?: never;
         delete?: never;
@@ -358,6 +392,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resumes a suspended tenant (platform admin): its tokens work again. */
+        post: operations["resume_tenant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant}/signing-keys/rotate": {
         parameters: {
             query?: never;
@@ -375,6 +426,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tenants/{tenant}/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Suspends a tenant (platform admin): from the next request on, every request with its tokens is refused
+         *     with `403 tenant-suspended` (reads too; GraphQL the same, and its open WebSocket connections close).
+         *     Its control planes keep running.
+         */
+        post: operations["suspend_tenant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant}/tokens": {
         parameters: {
             query?: never;
@@ -382,7 +454,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The tenant's tokens (tenant admin). */
+        /** Lists the tenant's tokens, newest first, with cursor pagination (tenant admin). */
         get: operations["list_tokens"];
         put?: never;
         /**
@@ -465,6 +537,38 @@ export interface components {
             konnectivity?: boolean;
             /** @description kube-proxy (default on). */
             kubeProxy?: boolean;
+        };
+        /** @description A page of audit entries, newest first, with an opaque cursor for the next (older) page. */
+        AuditPage: {
+            /** @description Items, newest first. */
+            items: components["schemas"]["AuditRecord"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
+        /** @description An entry of a tenant's audit log. */
+        AuditRecord: {
+            /** @description What, e.g. `control-plane.create`, `control-plane.kubeconfig`, `token.mint`. */
+            action: string;
+            /** @description Who: `role:subject(tokenId)` (never a secret). */
+            actor: string;
+            /**
+             * Format: date-time
+             * @description When.
+             */
+            createdAt: string;
+            /** @description Details. */
+            details: Record<string, never>;
+            /**
+             * Format: int64
+             * @description Id (ascending in time).
+             */
+            id: number;
+            /** @description Request id of the call. */
+            requestId?: string | null;
+            /** @description The target's id. */
+            targetId: string;
+            /** @description The kind of its target, e.g. `control-plane`. */
+            targetKind: string;
         };
         /** @description A hard constraint that ruled DataStores out of a move. */
         BlockedBy: {
@@ -780,6 +884,13 @@ export interface components {
             /** @description Secret references. */
             secrets: components["schemas"]["DataStoreSecrets"];
         };
+        /** @description A page of DataStores, oldest first, with an opaque cursor for the next page. */
+        DataStorePage: {
+            /** @description Items, ordered by creation time then id. */
+            items: components["schemas"]["DataStore"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
         /** @description Datastore preference of a control plane. */
         DataStorePreference: {
             /** @description Labels the DataStore must have. */
@@ -989,6 +1100,13 @@ export interface components {
             /** @description Placement policy: spread, binpack, rendezvous or dedicated. */
             policy: string;
         };
+        /** @description A page of pools, oldest first, with an opaque cursor for the next page. */
+        PoolPage: {
+            /** @description Items, ordered by creation time then id. */
+            items: components["schemas"]["Pool"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
         /** @description A problem document. */
         Problem: {
             /** @description What happened, for this request. */
@@ -1006,6 +1124,7 @@ export interface components {
             title: string;
             /** @description A URI naming the problem type. */
             type: string;
+            usedBy?: components["schemas"]["UsedBy"] | null;
         };
         /** @description One quota of a tenant: its limit, what is in use, and whether the limit is the server's default. */
         QuotaUsage: {
@@ -1122,8 +1241,28 @@ export interface components {
             };
             /** @description URL slug (DNS-1123 label). */
             slug: string;
-            /** @description `active` or `suspended`. */
+            /**
+             * @description `active`, `suspended` (its tokens are refused) or `deleting` (its control planes are being deleted;
+             *     the tenant is gone once the last one is).
+             */
             state: string;
+        };
+        /**
+         * @description The answer to a cascading tenant delete: the tenant (`deleting`) and the delete operation of each of
+         *     its control planes.
+         */
+        TenantDeletion: {
+            /** @description The delete operation of each control plane, oldest control plane first. */
+            operations: components["schemas"]["Operation"][];
+            /** @description The tenant, in state `deleting` until its last control plane is gone; then `GET` answers 404. */
+            tenant: components["schemas"]["Tenant"];
+        };
+        /** @description A page of tenants, oldest first, with an opaque cursor for the next page. */
+        TenantPage: {
+            /** @description Items, ordered by creation time then id. */
+            items: components["schemas"]["Tenant"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
         };
         /** @description A token's record (never the token itself). */
         Token: {
@@ -1154,6 +1293,13 @@ export interface components {
             /** @description Role. */
             role: components["schemas"]["Role"];
         };
+        /** @description A page of tokens, newest first, with an opaque cursor for the next (older) page. */
+        TokenPage: {
+            /** @description Items, newest first. */
+            items: components["schemas"]["Token"][];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            nextCursor?: string | null;
+        };
         /**
          * @description Body of `PATCH /tenants/{tenant}/control-planes/{id}`: only what may change.
          * @example {
@@ -1172,6 +1318,50 @@ export interface components {
              * @description New replicas (0–9).
              */
             replicas?: number | null;
+        };
+        /**
+         * @description Body of `PATCH /datastores/{name}`: what can change under tenants already placed (the name, driver,
+         *     endpoints, credentials and CA identity cannot: tenants' control planes are configured with them).
+         */
+        UpdateDataStore: {
+            /**
+             * Format: int64
+             * @description Capacity in bytes.
+             */
+            capacityBytes?: number | null;
+            /**
+             * Format: int64
+             * @description Capacity in tenants (NATS: at most 1); below what is placed, it only stops new placements.
+             */
+            capacityTenants?: number | null;
+            /** @description Labels (replace all). */
+            labels?: {
+                [key: string]: string;
+            } | null;
+            /** @description Pool name (for the next placements; tenants placed stay where they are). */
+            pool?: string | null;
+        };
+        /** @description Body of `PATCH /pools/{name}`: what is given changes (the name does not). */
+        UpdatePool: {
+            /** @description Labels (replace all). */
+            labels?: {
+                [key: string]: string;
+            } | null;
+            /**
+             * @description Policy: spread, binpack, rendezvous or dedicated (applies to the next placements); not `null`.
+             * @enum {string|null}
+             */
+            policy?: "spread" | "binpack" | "rendezvous" | "dedicated" | null;
+        };
+        /** @description The users of a resource that could not be deleted: how many, and the first few by name. */
+        UsedBy: {
+            /**
+             * Format: int64
+             * @description How many users there are.
+             */
+            count: number;
+            /** @description The first users (at most 10), by name: control planes as `tenant/name`, DataStores by name. */
+            items: string[];
         };
         /** @description Caller identity. */
         Viewer: {
@@ -1201,7 +1391,18 @@ export type $defs = Record<string, never>;
 export interface operations {
     list_datastores: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Only DataStores in this pool. */
+                pool?: string;
+                /** @description Only this driver: etcd, MySQL, PostgreSQL or NATS. */
+                driver?: "etcd" | "MySQL" | "PostgreSQL" | "NATS";
+                /** @description Only cordoned (`true`) or uncordoned (`false`) DataStores. */
+                cordoned?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1216,7 +1417,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["DataStore"][];
+                    "application/json": components["schemas"]["DataStorePage"];
                 };
             };
             /** @description Missing, invalid, expired or revoked token */
@@ -1234,6 +1435,17 @@ export interface operations {
             };
             /** @description The caller's role is too low */
             403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -1473,6 +1685,268 @@ export interface operations {
             };
             /** @description Not found, or not visible to the caller */
             404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_datastore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description DataStore name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Control planes are placed on it (`in-use`; `usedBy` counts and names them) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    update_datastore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description DataStore name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateDataStore"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DataStore"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The pool named does not exist, or a NATS DataStore would take more than 1 tenant (the problem names the field) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -1967,7 +2441,12 @@ export interface operations {
     };
     list_pools: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1982,7 +2461,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Pool"][];
+                    "application/json": components["schemas"]["PoolPage"];
                 };
             };
             /** @description Missing, invalid, expired or revoked token */
@@ -2000,6 +2479,17 @@ export interface operations {
             };
             /** @description The caller's role is too low */
             403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -2287,14 +2777,127 @@ export interface operations {
             };
         };
     };
-    list_tenants: {
+    delete_pool: {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                /** @description Pool name */
+                name: string;
+            };
             cookie?: never;
         };
         requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The pool still has DataStores (`in-use`; `usedBy` counts and names them) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    update_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pool name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdatePool"];
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -2304,7 +2907,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Tenant"][];
+                    "application/json": components["schemas"]["Pool"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Missing, invalid, expired or revoked token */
@@ -2322,6 +2936,153 @@ export interface operations {
             };
             /** @description The caller's role is too low */
             403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_tenants: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Only tenants whose slug starts with this. */
+                prefix?: string;
+                /** @description Only suspended (`true`) or not suspended (`false`) tenants. */
+                suspended?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantPage"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -2548,8 +3309,272 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not found, or not visible to the caller */
             404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_tenant: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Also delete the tenant's control planes (each through its own delete operation); without it, a
+                 *     tenant that has any is refused with 409.
+                 */
+                cascade?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the control planes are being deleted, and the tenant with the last one */
+            202: {
+                headers: {
+                    /** @description The tenant: `/api/v1/tenants/{tenant}` (404 once gone) */
+                    Location?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantDeletion"];
+                };
+            };
+            /** @description Deleted */
+            204: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant still has control planes and `cascade` is not set; the detail says how many */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_audit: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Only this action, e.g. `control-plane.kubeconfig`. */
+                action?: string;
+                /** @description Only entries at or after this RFC 3339 time. */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -2637,6 +3662,17 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -2909,6 +3945,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
@@ -3130,6 +4177,17 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -3648,6 +4706,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
@@ -3748,6 +4817,17 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -3861,6 +4941,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Not found, or not visible to the caller */
             404: {
                 headers: {
@@ -3950,6 +5041,17 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;
@@ -4153,6 +5255,114 @@ export interface operations {
             };
         };
     };
+    resume_tenant: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Tenant"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant is being deleted */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     rotate_signing_key: {
         parameters: {
             query?: never;
@@ -4261,7 +5471,7 @@ export interface operations {
             };
         };
     };
-    list_tokens: {
+    suspend_tenant: {
         parameters: {
             query?: never;
             header?: never;
@@ -4281,7 +5491,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Token"][];
+                    "application/json": components["schemas"]["Tenant"];
                 };
             };
             /** @description Missing, invalid, expired or revoked token */
@@ -4310,6 +5520,134 @@ export interface operations {
             };
             /** @description Not found, or not visible to the caller */
             404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant is being deleted */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_tokens: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1–100 (default 20). */
+                limit?: number;
+                /** @description Cursor from the previous page's `nextCursor`. */
+                cursor?: string;
+                /** @description Only revoked (`true`) or unrevoked (`false`) tokens. */
+                revoked?: boolean;
+                /** @description Only tokens of this role. */
+                role?: components["schemas"]["Role"];
+            };
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenPage"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
@@ -4627,6 +5965,17 @@ export interface operations {
                 headers: {
                     /** @description `Bearer error="invalid_token"` */
                     "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's tenant is suspended (`tenant-suspended`), or its role is too low */
+            403: {
+                headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
                     "x-request-id"?: string;
                     [name: string]: unknown;

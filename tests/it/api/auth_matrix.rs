@@ -31,6 +31,10 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
         (("POST", "/tenants"), Platform),
         (("GET", "/tenants"), Platform),
         (("GET", "/tenants/{tenant}"), Tenant(Role::TenantViewer)),
+        (("DELETE", "/tenants/{tenant}"), Platform),
+        (("POST", "/tenants/{tenant}/suspend"), Platform),
+        (("POST", "/tenants/{tenant}/resume"), Platform),
+        (("GET", "/tenants/{tenant}/audit"), Tenant(Role::TenantMember)),
         (("POST", "/tenants/{tenant}/tokens"), Tenant(Role::TenantAdmin)),
         (("GET", "/tenants/{tenant}/tokens"), Tenant(Role::TenantAdmin)),
         (
@@ -93,9 +97,13 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
         (("POST", "/pools"), Platform),
         (("GET", "/pools"), Platform),
         (("GET", "/pools/{name}"), Platform),
+        (("PATCH", "/pools/{name}"), Platform),
+        (("DELETE", "/pools/{name}"), Platform),
         (("POST", "/datastores"), Platform),
         (("GET", "/datastores"), Platform),
         (("GET", "/datastores/{name}"), Platform),
+        (("PATCH", "/datastores/{name}"), Platform),
+        (("DELETE", "/datastores/{name}"), Platform),
         (("POST", "/datastores/{name}/cordon"), Platform),
         (("POST", "/datastores/{name}/uncordon"), Platform),
         (("GET", "/datastores/{name}/drain-plan"), Platform),
@@ -299,6 +307,8 @@ fn body(method: &str, template: &str) -> Option<Value> {
         ("POST", "/tenants/{tenant}/control-planes") => {
             Some(json!({"name": super::super::support::unique("cp"), "kubernetesVersion": "v1.33.2"}))
         }
+        ("PATCH", "/pools/{name}") => Some(json!({"policy": "spread"})),
+        ("PATCH", "/datastores/{name}") => Some(json!({"capacityTenants": 10})),
         ("PATCH", _) => Some(json!({"replicas": 1})),
         ("PUT", "/tenants/{tenant}/quotas") => Some(json!({"controlPlanes": 100})),
         ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens") => {

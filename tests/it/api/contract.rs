@@ -27,7 +27,7 @@ fn max_examples() -> u32 {
 const SEED: u64 = 20_261_201;
 
 /// The run's settings: every check, and the values the generated requests use for path parameters.
-fn config(tenant: &str, control_plane: &str) -> String {
+fn config(tenant: &str, control_plane: &str, lifecycle: &str) -> String {
     format!(
         r#"[checks]
 enabled = true
@@ -47,6 +47,33 @@ parameters = {{ "query.waitSeconds" = 0 }}
 [[operations]]
 include-name = "PATCH /tenants/{{tenant}}/control-planes/{{id}}"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "412"]
+
+# Suspending and deleting a tenant turn its tokens away: these run on a tenant of their own (without
+# control planes), so the other operations keep theirs.
+[[operations]]
+include-name = "DELETE /tenants/{{tenant}}"
+parameters = {{ "path.tenant" = "{lifecycle}" }}
+
+[[operations]]
+include-name = "POST /tenants/{{tenant}}/suspend"
+parameters = {{ "path.tenant" = "{lifecycle}" }}
+
+[[operations]]
+include-name = "POST /tenants/{{tenant}}/resume"
+parameters = {{ "path.tenant" = "{lifecycle}" }}
+
+# A pool with DataStores, a DataStore with control planes, or a pool that does not exist: 409, as it should.
+[[operations]]
+include-name = "DELETE /pools/{{name}}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
+
+[[operations]]
+include-name = "DELETE /datastores/{{name}}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
+
+[[operations]]
+include-name = "PATCH /datastores/{{name}}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
 "#
     )
 }
@@ -139,7 +166,8 @@ async fn schemathesis_finds_no_contract_failure_and_no_server_error() {
         .await;
     assert_eq!(r.body["name"], Value::from("contract"), "{}", r.text);
     let dir = tenantplane::runtime::scratch_dir("schemathesis").unwrap();
-    let config = config(&slug, &id);
+    let lifecycle = app.tenant("contract-lifecycle").await;
+    let config = config(&slug, &id, &lifecycle);
     let tenant_paths = "^/tenants/\\{tenant\\}";
     // Every operation gets the full count once, with the token of the caller it is for; the platform
     // admin also fuzzes the tenant's operations, with fewer cases.

@@ -1,9 +1,11 @@
 //! The REST API over real HTTP against real PostgreSQL.
 
+mod audit;
 pub mod auth_matrix;
 mod contract;
 mod control_planes;
 mod cors;
+mod crud;
 mod errors;
 mod external_issuers;
 mod join_tokens;

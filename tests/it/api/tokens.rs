@@ -108,8 +108,7 @@ async fn revocation_takes_effect_on_the_next_request() {
             None,
         )
         .await;
-    let viewer_id = list
-        .body
+    let viewer_id = list.body["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -27,7 +27,7 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
             "Query.tenant",
             (Tenant(Role::TenantViewer), r#"{ tenant(slug: "$T") { slug } }"#),
         ),
-        ("Query.tenants", (Platform, "{ tenants { slug } }")),
+        ("Query.tenants", (Platform, "{ tenants { nodes { slug } } }")),
         (
             "Query.controlPlanes",
             (
@@ -63,8 +63,11 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
                 r#"{ operations(tenant: "$T") { nodes { id state stage } } }"#,
             ),
         ),
-        ("Query.dataStores", (Platform, "{ dataStores { name usedBy } }")),
-        ("Query.pools", (Platform, "{ pools { name usedBy } }")),
+        (
+            "Query.dataStores",
+            (Platform, "{ dataStores { nodes { name usedBy } } }"),
+        ),
+        ("Query.pools", (Platform, "{ pools { nodes { name usedBy } } }")),
         (
             "Mutation.createControlPlane",
             (

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde_json::json;
 
-use super::{control_plane_gid, data};
+use super::{control_plane_gid, data, gql};
 use crate::api::spawn_app;
 
 fn time(v: &serde_json::Value) -> DateTime<Utc> {
@@ -61,17 +61,78 @@ async fn tenant_returns_the_callers_tenant() {
     );
 }
 
+/// A page of `tenants` whose slug starts with `prefix`, after `after`, two at a time.
+const TENANT_PAGE: &str = "query($p: String!, $after: String, $s: Boolean) {
+    tenants(first: 2, after: $after, prefix: $p, suspended: $s) {
+        nodes { slug state } edges { cursor node { slug } }
+        pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }";
+
 #[tokio::test]
-async fn tenants_lists_every_tenant_for_platform_admins() {
+async fn tenants_pages_oldest_first_with_prefix_and_suspension_filters_for_platform_admins() {
     let app = spawn_app().await;
-    let a = app.tenant("gq-a").await;
-    let b = app.tenant("gq-b").await;
-    let got = data(&app, &app.admin, "{ tenants { slug } }", json!({})).await;
-    let mut expected = [a, b];
-    expected.sort();
+    let prefix = crate::support::unique("gqp");
+    let mut slugs = Vec::new();
+    for _ in 0..3 {
+        slugs.push(app.tenant(&prefix).await);
+    }
+    app.tenant("gq-other").await;
+    let first = data(&app, &app.admin, TENANT_PAGE, json!({"p": prefix})).await["tenants"].clone();
+    let slugs_of = |page: &serde_json::Value| -> Vec<String> {
+        page["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["slug"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(slugs_of(&first), slugs[..2]);
+    let edges = first["edges"].as_array().unwrap();
     assert_eq!(
-        got,
-        json!({"tenants": expected.iter().map(|s| json!({"slug": s})).collect::<Vec<_>>()})
+        first["pageInfo"],
+        json!({"hasNextPage": true, "hasPreviousPage": false,
+               "startCursor": edges[0]["cursor"], "endCursor": edges[1]["cursor"]})
+    );
+    assert_eq!(edges[1]["node"]["slug"], json!(slugs[1]));
+    let vars = json!({"p": prefix, "after": first["pageInfo"]["endCursor"]});
+    let second = data(&app, &app.admin, TENANT_PAGE, vars).await["tenants"].clone();
+    assert_eq!(slugs_of(&second), slugs[2..]);
+    assert_eq!(
+        (
+            &second["pageInfo"]["hasNextPage"],
+            &second["pageInfo"]["hasPreviousPage"]
+        ),
+        (&json!(false), &json!(true))
+    );
+
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{}/suspend", slugs[1]),
+            Some(&app.admin),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(r.status, reqwest::StatusCode::OK, "{}", r.text);
+    let suspended = data(&app, &app.admin, TENANT_PAGE, json!({"p": prefix, "s": true})).await;
+    assert_eq!(
+        suspended["tenants"]["nodes"],
+        json!([{"slug": slugs[1], "state": "SUSPENDED"}])
+    );
+
+    let bad = gql(
+        &app,
+        Some(&app.admin),
+        "{ tenants(first: 0, after: \"x\") { nodes { slug } } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        bad.body["errors"][0]["extensions"],
+        json!({"code": "BAD_USER_INPUT", "fields": [
+            {"field": "first", "message": "must be between 1 and 100"},
+            {"field": "after", "message": "is not a cursor returned by this API"}]}),
+        "{}",
+        bad.text
     );
 }
 
@@ -247,17 +308,17 @@ async fn data_stores_and_pools_show_their_used_by_counts() {
     let got = data(
         &app,
         &app.admin,
-        "{ dataStores { name pool driver endpoints capacityTenants ready cordoned usedBy }
-           pools { name policy dataStoreCount usedBy } }",
+        "{ dataStores { nodes { name pool driver endpoints capacityTenants ready cordoned usedBy } }
+           pools { nodes { name policy dataStoreCount usedBy } } }",
         json!({}),
     )
     .await;
     assert_eq!(
         got,
         json!({
-            "dataStores": [{"name": "etcd-default", "pool": "default", "driver": "etcd", "endpoints": ["etcd-default:2379"],
-                            "capacityTenants": 1_000_000, "ready": true, "cordoned": false, "usedBy": 2}],
-            "pools": [{"name": "default", "policy": "spread", "dataStoreCount": 1, "usedBy": 2}]
+            "dataStores": {"nodes": [{"name": "etcd-default", "pool": "default", "driver": "etcd", "endpoints": ["etcd-default:2379"],
+                            "capacityTenants": 1_000_000, "ready": true, "cordoned": false, "usedBy": 2}]},
+            "pools": {"nodes": [{"name": "default", "policy": "spread", "dataStoreCount": 1, "usedBy": 2}]}
         })
     );
 }

@@ -27,6 +27,18 @@ pub struct Problem {
     /// The request id (also in `x-request-id`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// What still uses the resource, when a delete was refused (`in-use`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_by: Option<UsedBy>,
+}
+
+/// The users of a resource that could not be deleted: how many, and the first few by name.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct UsedBy {
+    /// How many users there are.
+    pub count: i64,
+    /// The first users (at most 10), by name: control planes as `tenant/name`, DataStores by name.
+    pub items: Vec<String>,
 }
 
 /// An HTTP error.
@@ -52,6 +64,7 @@ impl ApiError {
                 detail: detail.into(),
                 errors: Vec::new(),
                 request_id: None,
+                used_by: None,
             }),
             etag: None,
             authenticate: false,
@@ -137,6 +150,11 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(detail) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
             }
+            ServiceError::InUse { detail, count, users } => {
+                let mut e = ApiError::new(StatusCode::CONFLICT, "in-use", "In use", detail);
+                e.problem.used_by = Some(UsedBy { count, items: users });
+                e
+            }
             ServiceError::ConflictFields(errors) => {
                 let mut e = ApiError::invalid(errors);
                 e.problem.status = StatusCode::CONFLICT.as_u16();
@@ -194,8 +212,17 @@ impl From<ServiceError> for ApiError {
 }
 
 impl From<TokenError> for ApiError {
+    /// 401, but 403 `tenant-suspended` for a valid token of a suspended tenant.
     fn from(err: TokenError) -> Self {
-        ApiError::unauthorized(&err)
+        match err {
+            TokenError::TenantSuspended => ApiError::new(
+                StatusCode::FORBIDDEN,
+                "tenant-suspended",
+                "Tenant suspended",
+                err.to_string(),
+            ),
+            err => ApiError::unauthorized(&err),
+        }
     }
 }
 

@@ -112,7 +112,7 @@ impl FromRequestParts<AppState> for Auth {
                         "the token store or the token's issuer is unavailable; try again later",
                     )
                 }
-                e => ApiError::unauthorized(&e),
+                e => ApiError::from(e),
             })?;
         tracing::Span::current().record(
             "tenant.id",

@@ -215,7 +215,10 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
     let (router, doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(rest::viewer))
         .routes(routes!(rest::create_tenant, rest::list_tenants))
-        .routes(routes!(rest::get_tenant))
+        .routes(routes!(rest::get_tenant, rest::delete_tenant))
+        .routes(routes!(rest::suspend_tenant))
+        .routes(routes!(rest::resume_tenant))
+        .routes(routes!(rest::list_audit))
         .routes(routes!(rest::get_quotas, rest::set_quotas))
         .routes(routes!(rest::mint_token, rest::list_tokens))
         .routes(routes!(rest::revoke_token))
@@ -232,9 +235,13 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
         .routes(routes!(rest::list_operations))
         .routes(routes!(rest::get_operation))
         .routes(routes!(rest::create_pool, rest::list_pools))
-        .routes(routes!(rest::get_pool))
+        .routes(routes!(rest::get_pool, rest::update_pool, rest::delete_pool))
         .routes(routes!(rest::create_datastore, rest::list_datastores))
-        .routes(routes!(rest::get_datastore))
+        .routes(routes!(
+            rest::get_datastore,
+            rest::update_datastore,
+            rest::delete_datastore
+        ))
         .routes(routes!(rest::cordon_datastore))
         .routes(routes!(rest::uncordon_datastore))
         .routes(routes!(rest::drain_plan))

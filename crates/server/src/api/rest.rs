@@ -16,15 +16,17 @@ use super::{
     extract::{Auth, IdempotencyKey, JsonBody, RequestId},
 };
 use crate::{
-    domain::{FieldError, OperationKind, OperationState},
+    domain::{FieldError, OperationKind, OperationState, Role},
     service::{
         self, ServiceError,
         control_planes::ListFilter,
         idempotency,
         model::{
-            Accepted, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore, CreateJoinToken,
-            CreatePool, CreateTenant, CreatedJoinToken, DataStore, JoinTokenList, MintToken, MintedToken,
-            Operation, OperationPage, Pool, Quotas, SetQuotas, Tenant, Token, UpdateControlPlane, Viewer,
+            Accepted, AuditPage, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore,
+            CreateJoinToken, CreatePool, CreateTenant, CreatedJoinToken, DataStore, DataStorePage,
+            JoinTokenList, MintToken, MintedToken, Operation, OperationPage, Pool, PoolPage, Quotas,
+            SetQuotas, Tenant, TenantDeletion, TenantPage, Token, TokenPage, UpdateControlPlane,
+            UpdateDataStore, UpdatePool, Viewer,
         },
         placement::{DrainMove, SimulateRequest},
     },
@@ -109,15 +111,170 @@ pub async fn create_tenant(
     Ok((status, Json(value)).into_response())
 }
 
-/// Every tenant (platform admin).
-#[utoipa::path(get, path = "/tenants", tag = "tenants", security(("bearer" = [])),
-    responses((status = 200, description = "OK", body = [Tenant]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+/// Answers a malformed query string with 422 naming the query.
+fn query<T>(
+    query: Result<Query<T>, axum::extract::rejection::QueryRejection>,
+    rid: &RequestId,
+) -> ApiResult<T> {
+    query.map(|Query(q)| q).map_err(|e| {
+        ApiError::invalid(vec![FieldError::new("query", e.body_text())]).with_request_id(rid.0.clone())
+    })
+}
+
+/// Page and filters of the tenant list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TenantListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only tenants whose slug starts with this.
+    pub prefix: Option<String>,
+    /// Only suspended (`true`) or not suspended (`false`) tenants.
+    pub suspended: Option<bool>,
+}
+
+/// Lists tenants, oldest first, with cursor pagination (platform admin).
+#[utoipa::path(get, path = "/tenants", tag = "tenants", security(("bearer" = [])), params(TenantListParams),
+    responses((status = 200, description = "OK", body = TenantPage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn list_tenants(
     State(state): State<AppState>,
     auth: Auth,
     rid: RequestId,
-) -> ApiResult<Json<Vec<Tenant>>> {
-    with_request_id(service::tenants::list(&state.ctx, &auth.0).await, &rid).map(Json)
+    params: Result<Query<TenantListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<TenantPage>> {
+    let p = query(params, &rid)?;
+    let filter = service::tenants::ListFilter {
+        prefix: p.prefix,
+        suspended: p.suspended,
+        cursor: p.cursor,
+        limit: p.limit,
+    };
+    with_request_id(service::tenants::page(&state.ctx, &auth.0, filter).await, &rid).map(Json)
+}
+
+/// Options of a tenant delete.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteTenantParams {
+    /// Also delete the tenant's control planes (each through its own delete operation); without it, a
+    /// tenant that has any is refused with 409.
+    pub cascade: Option<bool>,
+}
+
+/// Deletes a tenant (platform admin). Without control planes: 204, gone at once with its tokens, keys,
+/// quotas and audit log. With some and `cascade=true`: 202, the tenant is `deleting` (its tokens are
+/// refused), each control plane gets its delete operation, and the tenant is removed when the last one is
+/// gone (`GET` at `Location` then answers 404). With some and no `cascade`: 409 naming how many.
+#[utoipa::path(delete, path = "/tenants/{tenant}", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), DeleteTenantParams),
+    responses((status = 202, description = "Accepted: the control planes are being deleted, and the tenant with the last one", body = TenantDeletion,
+               headers(("Location" = String, description = "The tenant: `/api/v1/tenants/{tenant}` (404 once gone)"))),
+              (status = 204, description = "Deleted"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The tenant still has control planes and `cascade` is not set; the detail says how many", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn delete_tenant(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    params: Result<Query<DeleteTenantParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let p = query(params, &rid)?;
+    let cascade = p.cascade.unwrap_or(false);
+    let done = with_request_id(
+        service::tenants::delete(&state.ctx, &auth.0, &tenant, cascade, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok(match done {
+        service::tenants::Deleted::Gone => StatusCode::NO_CONTENT.into_response(),
+        service::tenants::Deleted::Deleting(body) => {
+            let location = HeaderValue::from_str(&format!("/api/v1/tenants/{}", body.tenant.slug))
+                .map_err(|e| ApiError::internal(&e.to_string()))?;
+            (StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(body)).into_response()
+        }
+    })
+}
+
+/// Suspends a tenant (platform admin): from the next request on, every request with its tokens is refused
+/// with `403 tenant-suspended` (reads too; GraphQL the same, and its open WebSocket connections close).
+/// Its control planes keep running.
+#[utoipa::path(post, path = "/tenants/{tenant}/suspend", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = Tenant), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The tenant is being deleted", body = Problem)))]
+pub async fn suspend_tenant(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<Tenant>> {
+    with_request_id(
+        service::tenants::set_suspended(&state.ctx, &auth.0, &tenant, true, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Resumes a suspended tenant (platform admin): its tokens work again.
+#[utoipa::path(post, path = "/tenants/{tenant}/resume", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug")),
+    responses((status = 200, description = "OK", body = Tenant), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The tenant is being deleted", body = Problem)))]
+pub async fn resume_tenant(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+) -> ApiResult<Json<Tenant>> {
+    with_request_id(
+        service::tenants::set_suspended(&state.ctx, &auth.0, &tenant, false, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Page and filters of the audit log.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct AuditListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only this action, e.g. `control-plane.kubeconfig`.
+    pub action: Option<String>,
+    /// Only entries at or after this RFC 3339 time.
+    pub since: Option<String>,
+}
+
+/// The tenant's audit log, newest first, with cursor pagination (tenant member or platform admin): who
+/// (`role:subject(tokenId)`) did what to which target, kubeconfig downloads included.
+#[utoipa::path(get, path = "/tenants/{tenant}/audit", tag = "tenants", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), AuditListParams),
+    responses((status = 200, description = "OK", body = AuditPage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn list_audit(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(tenant): Path<String>,
+    params: Result<Query<AuditListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<AuditPage>> {
+    let p = query(params, &rid)?;
+    let filter = service::audit::ListFilter {
+        action: p.action,
+        since: p.since,
+        cursor: p.cursor,
+        limit: p.limit,
+    };
+    with_request_id(
+        service::audit::list(&state.ctx, &auth.0, &tenant, filter).await,
+        &rid,
+    )
+    .map(Json)
 }
 
 /// One tenant.
@@ -193,17 +350,44 @@ pub async fn mint_token(
         .into_response())
 }
 
-/// The tenant's tokens (tenant admin).
+/// Page and filters of the token list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TokenListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only revoked (`true`) or unrevoked (`false`) tokens.
+    pub revoked: Option<bool>,
+    /// Only tokens of this role.
+    pub role: Option<Role>,
+}
+
+/// Lists the tenant's tokens, newest first, with cursor pagination (tenant admin).
 #[utoipa::path(get, path = "/tenants/{tenant}/tokens", tag = "tokens", security(("bearer" = [])),
-    params(("tenant" = String, Path, description = "Tenant slug")),
-    responses((status = 200, description = "OK", body = [Token]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+    params(("tenant" = String, Path, description = "Tenant slug"), TokenListParams),
+    responses((status = 200, description = "OK", body = TokenPage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn list_tokens(
     State(state): State<AppState>,
     auth: Auth,
     rid: RequestId,
     Path(tenant): Path<String>,
-) -> ApiResult<Json<Vec<Token>>> {
-    with_request_id(service::tokens::list(&state.ctx, &auth.0, &tenant).await, &rid).map(Json)
+    params: Result<Query<TokenListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<TokenPage>> {
+    let p = query(params, &rid)?;
+    let filter = service::tokens::ListFilter {
+        revoked: p.revoked,
+        role: p.role,
+        cursor: p.cursor,
+        limit: p.limit,
+    };
+    with_request_id(
+        service::tokens::list(&state.ctx, &auth.0, &tenant, filter).await,
+        &rid,
+    )
+    .map(Json)
 }
 
 /// Revokes a token (tenant admin); effective on its next request.
@@ -641,15 +825,68 @@ pub async fn create_pool(
     Ok((StatusCode::CREATED, Json(pool)))
 }
 
-/// Every pool (platform admin).
-#[utoipa::path(get, path = "/pools", tag = "datastores", security(("bearer" = [])),
-    responses((status = 200, description = "OK", body = [Pool]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+/// A page of a list without filters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+}
+
+/// Lists pools, oldest first, with cursor pagination (platform admin).
+#[utoipa::path(get, path = "/pools", tag = "datastores", security(("bearer" = [])), params(PageParams),
+    responses((status = 200, description = "OK", body = PoolPage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn list_pools(
     State(state): State<AppState>,
     auth: Auth,
     rid: RequestId,
-) -> ApiResult<Json<Vec<Pool>>> {
-    with_request_id(service::datastores::pools(&state.ctx, &auth.0).await, &rid).map(Json)
+    params: Result<Query<PageParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<PoolPage>> {
+    let p = query(params, &rid)?;
+    with_request_id(
+        service::datastores::pool_page(&state.ctx, &auth.0, p.limit, p.cursor.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Changes a pool's policy or labels (platform admin); the next placements use them.
+#[utoipa::path(patch, path = "/pools/{name}", tag = "datastores", security(("bearer" = [])), request_body = UpdatePool,
+    params(("name" = String, Path, description = "Pool name")),
+    responses((status = 200, description = "OK", body = Pool), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn update_pool(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+    body: JsonBody<UpdatePool>,
+) -> ApiResult<Json<Pool>> {
+    with_request_id(
+        service::datastores::update_pool(&state.ctx, &auth.0, &name, body.value, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Deletes a pool without DataStores (platform admin); 409 `in-use` naming its DataStores otherwise.
+#[utoipa::path(delete, path = "/pools/{name}", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pool name")),
+    responses((status = 204, description = "Deleted"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The pool still has DataStores (`in-use`; `usedBy` counts and names them)", body = Problem)))]
+pub async fn delete_pool(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    with_request_id(
+        service::datastores::delete_pool(&state.ctx, &auth.0, &name, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// One pool (platform admin).
@@ -681,15 +918,80 @@ pub async fn create_datastore(
     Ok((StatusCode::CREATED, Json(ds)))
 }
 
-/// Every DataStore (platform admin).
-#[utoipa::path(get, path = "/datastores", tag = "datastores", security(("bearer" = [])),
-    responses((status = 200, description = "OK", body = [DataStore]), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem)))]
+/// Page and filters of the DataStore list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct DataStoreListParams {
+    /// Page size, 1–100 (default 20).
+    pub limit: Option<i64>,
+    /// Cursor from the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+    /// Only DataStores in this pool.
+    pub pool: Option<String>,
+    /// Only this driver: etcd, MySQL, PostgreSQL or NATS.
+    pub driver: Option<String>,
+    /// Only cordoned (`true`) or uncordoned (`false`) DataStores.
+    pub cordoned: Option<bool>,
+}
+
+/// Lists DataStores, oldest first, with cursor pagination (platform admin).
+#[utoipa::path(get, path = "/datastores", tag = "datastores", security(("bearer" = [])), params(DataStoreListParams),
+    responses((status = 200, description = "OK", body = DataStorePage), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
 pub async fn list_datastores(
     State(state): State<AppState>,
     auth: Auth,
     rid: RequestId,
-) -> ApiResult<Json<Vec<DataStore>>> {
-    with_request_id(service::datastores::list(&state.ctx, &auth.0).await, &rid).map(Json)
+    params: Result<Query<DataStoreListParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<DataStorePage>> {
+    let p = query(params, &rid)?;
+    let filter = service::datastores::ListFilter {
+        pool: p.pool,
+        driver: p.driver,
+        cordoned: p.cordoned,
+        cursor: p.cursor,
+        limit: p.limit,
+    };
+    with_request_id(service::datastores::page(&state.ctx, &auth.0, filter).await, &rid).map(Json)
+}
+
+/// Changes a DataStore's pool, labels or capacities (platform admin); placed tenants stay where they are.
+#[utoipa::path(patch, path = "/datastores/{name}", tag = "datastores", security(("bearer" = [])), request_body = UpdateDataStore,
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 200, description = "OK", body = DataStore), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The pool named does not exist, or a NATS DataStore would take more than 1 tenant (the problem names the field)", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem)))]
+pub async fn update_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+    body: JsonBody<UpdateDataStore>,
+) -> ApiResult<Json<DataStore>> {
+    with_request_id(
+        service::datastores::update(&state.ctx, &auth.0, &name, body.value, rid.0.as_deref()).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// Deletes a DataStore no control plane is placed on (platform admin); 409 `in-use` naming them
+/// (`tenant/name`) otherwise. Only Tenantplane's record goes: the Kubernetes `DataStore` object is the
+/// operator's, as it is on create.
+#[utoipa::path(delete, path = "/datastores/{name}", tag = "datastores", security(("bearer" = [])),
+    params(("name" = String, Path, description = "DataStore name")),
+    responses((status = 204, description = "Deleted"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "Control planes are placed on it (`in-use`; `usedBy` counts and names them)", body = Problem)))]
+pub async fn delete_datastore(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    with_request_id(
+        service::datastores::delete(&state.ctx, &auth.0, &name, rid.0.as_deref()).await,
+        &rid,
+    )?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// One DataStore (platform admin).

@@ -46,7 +46,7 @@ pub struct Claims {
     pub exp: i64,
 }
 
-/// Why a token was refused. Every variant maps to 401; the text is safe to return.
+/// Why a token was refused. Every variant but `TenantSuspended` (403) maps to 401; the text is safe to return.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenError {
     /// No bearer token.
@@ -67,6 +67,14 @@ pub enum TokenError {
     /// Revoked or unknown jti.
     #[error("the token was revoked")]
     Revoked,
+    /// The token's tenant is suspended by a platform admin: every request with its tokens is refused (403).
+    #[error(
+        "the token's tenant is suspended: every request with its tokens is refused until a platform admin resumes it"
+    )]
+    TenantSuspended,
+    /// The token's tenant is being deleted.
+    #[error("the token's tenant is being deleted")]
+    TenantDeleting,
     /// The key or token store could not be read; not the caller's fault (5xx, never 401).
     #[error("the token store is unavailable")]
     Unavailable,

@@ -818,6 +818,7 @@ pub async fn kubeconfig(
     id: &str,
 ) -> Result<Vec<u8>> {
     let wanted = kubeconfig_secret(ctx, who, slug, id).await?;
+    super::audit::kubeconfig_read(ctx, who, slug, id).await?;
     let client = kube.ok_or(ServiceError::NoManagementCluster)?;
     let admin = admin_kubeconfig(client, &wanted).await?;
     let name = kubeconfig_names::context_name(&wanted.tenant, &wanted.control_plane);

@@ -1,8 +1,11 @@
 //! Pools and DataStores (platform admins).
 
 use super::{
-    Ctx, OnConflict, Result, ServiceError,
-    model::{CreateDataStore, CreatePool, DataStore, DataStoreSecrets, Pool},
+    Ctx, MAX_USERS_NAMED, OnConflict, PageArgs, Result, ServiceError,
+    model::{
+        CreateDataStore, CreatePool, DataStore, DataStorePage, DataStoreSecrets, Pool, PoolPage,
+        UpdateDataStore, UpdatePool,
+    },
     platform_admin,
 };
 use crate::{
@@ -22,6 +25,7 @@ pub const POLICIES: [&str; 4] = ["spread", "binpack", "rendezvous", "dedicated"]
 
 fn pool_model(row: PoolRow) -> Pool {
     Pool {
+        id: row.id,
         name: row.name,
         policy: row.policy,
         labels: serde_json::from_value(row.labels).unwrap_or_default(),
@@ -32,6 +36,7 @@ fn pool_model(row: PoolRow) -> Pool {
 /// Converts a row to the API shape.
 pub fn to_model(row: DataStoreRow) -> DataStore {
     DataStore {
+        id: row.id,
         name: row.name,
         pool: row.pool,
         driver: row.driver,
@@ -87,16 +92,6 @@ pub async fn create_pool(
     )
     .await?;
     Ok(pool_model(row))
-}
-
-/// Every pool.
-pub async fn pools(ctx: &Ctx, who: &Principal) -> Result<Vec<Pool>> {
-    platform_admin(who)?;
-    Ok(store::datastores::pools(&ctx.db)
-        .await?
-        .into_iter()
-        .map(pool_model)
-        .collect())
 }
 
 /// One pool.
@@ -247,16 +242,6 @@ pub async fn create(
     get(ctx, who, &input.name).await
 }
 
-/// Every DataStore.
-pub async fn list(ctx: &Ctx, who: &Principal) -> Result<Vec<DataStore>> {
-    platform_admin(who)?;
-    Ok(store::datastores::list(&ctx.db)
-        .await?
-        .into_iter()
-        .map(to_model)
-        .collect())
-}
-
 /// One DataStore.
 pub async fn get(ctx: &Ctx, who: &Principal, name: &str) -> Result<DataStore> {
     platform_admin(who)?;
@@ -322,4 +307,303 @@ pub async fn pool_usage(
         .into_iter()
         .map(|(name, datastores, used_by)| (name, (datastores, used_by)))
         .collect())
+}
+
+/// A page of pools, oldest first (platform admin).
+pub async fn pool_page(
+    ctx: &Ctx,
+    who: &Principal,
+    limit: Option<i64>,
+    cursor: Option<&str>,
+) -> Result<PoolPage> {
+    platform_admin(who)?;
+    let page = PageArgs::parse(limit, cursor)?;
+    let rows = store::datastores::pools_page(&ctx.db, page.after, page.limit + 1).await?;
+    let (rows, next_cursor) = page.split(rows, |r| (r.created_at, r.id));
+    Ok(PoolPage {
+        items: rows.into_iter().map(pool_model).collect(),
+        next_cursor,
+    })
+}
+
+/// Filters of a DataStore list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only DataStores in this pool.
+    pub pool: Option<String>,
+    /// Only this driver.
+    pub driver: Option<String>,
+    /// Only cordoned (true) or uncordoned (false) DataStores.
+    pub cordoned: Option<bool>,
+    /// Opaque cursor.
+    pub cursor: Option<String>,
+    /// Page size (1–100, default 20).
+    pub limit: Option<i64>,
+}
+
+/// The drivers a DataStore may have.
+pub const DRIVERS: [&str; 4] = ["etcd", "MySQL", "PostgreSQL", "NATS"];
+
+/// A page of DataStores, oldest first (platform admin).
+pub async fn page(ctx: &Ctx, who: &Principal, filter: ListFilter) -> Result<DataStorePage> {
+    platform_admin(who)?;
+    let mut errors = Vec::new();
+    let page = PageArgs::check(filter.limit, filter.cursor.as_deref(), &mut errors);
+    if let Some(pool) = &filter.pool
+        && let Err(e) = Name::parse("pool", pool)
+    {
+        errors.push(e);
+    }
+    if let Some(driver) = &filter.driver
+        && !DRIVERS.contains(&driver.as_str())
+    {
+        errors.push(FieldError::new(
+            "driver",
+            "must be one of: etcd, MySQL, PostgreSQL, NATS",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let query = store::datastores::ListQuery {
+        pool: filter.pool,
+        driver: filter.driver,
+        cordoned: filter.cordoned,
+        after: page.after,
+        limit: page.limit + 1,
+    };
+    let rows = store::datastores::page(&ctx.db, &query).await?;
+    let (rows, next_cursor) = page.split(rows, |r| (r.created_at, r.id));
+    Ok(DataStorePage {
+        items: rows.into_iter().map(to_model).collect(),
+        next_cursor,
+    })
+}
+
+/// Changes a pool's policy or labels (platform admin), checked as on create.
+pub async fn update_pool(
+    ctx: &Ctx,
+    who: &Principal,
+    name: &str,
+    input: UpdatePool,
+    request_id: Option<&str>,
+) -> Result<Pool> {
+    platform_admin(who)?;
+    let mut errors = Vec::new();
+    if let Some(policy) = &input.policy
+        && !POLICIES.contains(&policy.as_str())
+    {
+        errors.push(FieldError::new(
+            "policy",
+            "must be one of: spread, binpack, rendezvous, dedicated",
+        ));
+    }
+    if let Some(labels) = &input.labels
+        && let Err(e) = check_labels("labels", labels)
+    {
+        errors.push(e);
+    }
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    let labels = input
+        .labels
+        .as_ref()
+        .map(|l| serde_json::to_value(l).unwrap_or_default());
+    let row = store::datastores::update_pool(&ctx.db, name, input.policy.as_deref(), labels.as_ref())
+        .await?
+        .ok_or(ServiceError::NotFound("pool"))?;
+    let details = serde_json::json!({"policy": input.policy, "labels": input.labels.is_some()});
+    store::audit(
+        &ctx.db,
+        None,
+        &who.actor(),
+        "pool.update",
+        "pool",
+        name,
+        request_id,
+        details,
+    )
+    .await?;
+    Ok(pool_model(row))
+}
+
+/// `a, b, c` and, past the named ones, how many more.
+fn named(users: &store::datastores::Users) -> String {
+    let more = users.count - users.names.len() as i64;
+    let list = users.names.join(", ");
+    if more > 0 {
+        format!("{list} and {more} more")
+    } else {
+        list
+    }
+}
+
+/// Deletes an empty pool (platform admin); `InUse` naming its DataStores while it has any.
+pub async fn delete_pool(ctx: &Ctx, who: &Principal, name: &str, request_id: Option<&str>) -> Result<()> {
+    platform_admin(who)?;
+    let mut tx = ctx.db.begin().await?;
+    let (id, users) = store::datastores::lock_pool_users(&mut tx, name, MAX_USERS_NAMED)
+        .await?
+        .ok_or(ServiceError::NotFound("pool"))?;
+    if users.count > 0 {
+        let noun = if users.count == 1 {
+            "DataStore"
+        } else {
+            "DataStores"
+        };
+        return Err(ServiceError::InUse {
+            detail: format!(
+                "pool {name:?} still has {} {noun} ({}): delete them or move them to another pool first",
+                users.count,
+                named(&users)
+            ),
+            count: users.count,
+            users: users.names,
+        });
+    }
+    store::datastores::delete_pool(&mut *tx, id).await?;
+    store::audit(
+        &mut *tx,
+        None,
+        &who.actor(),
+        "pool.delete",
+        "pool",
+        name,
+        request_id,
+        serde_json::json!({}),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Checks the form of a DataStore change; the errors name each field.
+fn update_errors(input: &UpdateDataStore) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(name) = &input.pool
+        && let Err(e) = Name::parse("pool", name)
+    {
+        errors.push(e);
+    }
+    if let Some(n) = input.capacity_tenants
+        && !(0..=i64::from(i32::MAX)).contains(&n)
+    {
+        errors.push(FieldError::new("capacityTenants", "must be at least 0"));
+    }
+    if input.capacity_bytes.is_some_and(|b| b <= 0) {
+        errors.push(FieldError::new("capacityBytes", "must be positive"));
+    }
+    if let Some(labels) = &input.labels
+        && let Err(e) = check_labels("labels", labels)
+    {
+        errors.push(e);
+    }
+    errors
+}
+
+/// Changes a DataStore's pool, labels or capacities (platform admin), checked as on create.
+pub async fn update(
+    ctx: &Ctx,
+    who: &Principal,
+    name: &str,
+    input: UpdateDataStore,
+    request_id: Option<&str>,
+) -> Result<DataStore> {
+    let current = get(ctx, who, name).await?;
+    let errors = update_errors(&input);
+    if !errors.is_empty() {
+        return Err(ServiceError::Invalid(errors));
+    }
+    // The form is right; the DataStore it changes refuses it (409).
+    if current.driver == "NATS" && input.capacity_tenants.is_some_and(|n| n > 1) {
+        return Err(ServiceError::ConflictFields(vec![FieldError::new(
+            "capacityTenants",
+            "a NATS DataStore takes at most 1 tenant",
+        )]));
+    }
+    let pool_id = match &input.pool {
+        Some(pool) => Some(
+            store::datastores::pool(&ctx.db, pool)
+                .await?
+                .ok_or_else(|| {
+                    ServiceError::ConflictFields(vec![FieldError::new(
+                        "pool",
+                        format!("no pool named {pool:?}"),
+                    )])
+                })?
+                .id,
+        ),
+        None => None,
+    };
+    let change = store::datastores::DataStoreChange {
+        pool_id,
+        labels: input
+            .labels
+            .as_ref()
+            .map(|l| serde_json::to_value(l).unwrap_or_default()),
+        capacity_tenants: input.capacity_tenants.and_then(|n| i32::try_from(n).ok()),
+        capacity_bytes: input.capacity_bytes,
+    };
+    if !store::datastores::update(&ctx.db, name, &change).await? {
+        return Err(ServiceError::NotFound("datastore"));
+    }
+    let details = serde_json::json!({
+        "pool": input.pool, "labels": input.labels.is_some(),
+        "capacityTenants": input.capacity_tenants, "capacityBytes": input.capacity_bytes,
+    });
+    store::audit(
+        &ctx.db,
+        None,
+        &who.actor(),
+        "datastore.update",
+        "datastore",
+        name,
+        request_id,
+        details,
+    )
+    .await?;
+    get(ctx, who, name).await
+}
+
+/// Deletes a DataStore no control plane is placed on (platform admin); `InUse` naming them (as
+/// `tenant/name`) otherwise. Its Kubernetes `DataStore` object is the operator's, as on create: only the
+/// record goes.
+pub async fn delete(ctx: &Ctx, who: &Principal, name: &str, request_id: Option<&str>) -> Result<()> {
+    platform_admin(who)?;
+    let mut tx = ctx.db.begin().await?;
+    let (id, users) = store::datastores::lock_datastore_users(&mut tx, name, MAX_USERS_NAMED)
+        .await?
+        .ok_or(ServiceError::NotFound("datastore"))?;
+    if users.count > 0 {
+        let noun = if users.count == 1 {
+            "control plane is"
+        } else {
+            "control planes are"
+        };
+        return Err(ServiceError::InUse {
+            detail: format!(
+                "DataStore {name:?} is in use: {} {noun} placed on it ({}); delete or move them first",
+                users.count,
+                named(&users)
+            ),
+            count: users.count,
+            users: users.names,
+        });
+    }
+    store::datastores::delete(&mut *tx, id).await?;
+    let details = serde_json::json!({});
+    store::audit(
+        &mut *tx,
+        None,
+        &who.actor(),
+        "datastore.delete",
+        "datastore",
+        name,
+        request_id,
+        details,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
 }

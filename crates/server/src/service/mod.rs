@@ -1,5 +1,6 @@
 //! Use-cases shared by REST and GraphQL: authorization, validation and transactions live here once.
 
+pub mod audit;
 pub mod control_planes;
 pub mod datastores;
 pub mod events;
@@ -68,6 +69,9 @@ impl Default for Limits {
     }
 }
 
+/// How many users an `InUse` error names at most (it counts them all).
+pub const MAX_USERS_NAMED: i64 = 10;
+
 /// Errors of a use-case, mapped to HTTP and GraphQL by the surfaces.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -87,6 +91,17 @@ pub enum ServiceError {
     /// not exist, an upgrade the current version does not allow): one entry per field.
     #[error("conflicts with the current state")]
     ConflictFields(Vec<FieldError>),
+    /// A delete refused while something still uses the resource: `count` users, the first of them named
+    /// in `users` (at most [`MAX_USERS_NAMED`]).
+    #[error("{detail}")]
+    InUse {
+        /// What is in use and what to do.
+        detail: String,
+        /// How many users.
+        count: i64,
+        /// The first users' names.
+        users: Vec<String>,
+    },
     /// A tenant quota would be exceeded: `(quota, limit)`, e.g. `("controlPlanes", 50)`.
     #[error("the tenant has reached its quota of {1} {0}: remove one, or ask a platform admin to raise it")]
     QuotaExceeded(&'static str, i64),
@@ -212,4 +227,60 @@ pub fn platform_admin(who: &Principal) -> Result<()> {
 /// Parses a UUID path segment; anything else is simply not found.
 pub fn parse_id(value: &str, what: &'static str) -> Result<Uuid> {
     Uuid::parse_str(value).map_err(|_| ServiceError::NotFound(what))
+}
+
+/// The page size and position of a keyset list request, checked: `limit` 1–100 (default 20), `cursor`
+/// one this API returned (`(createdAt, id)` of the previous page's last item).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageArgs {
+    /// Page size.
+    pub limit: i64,
+    /// Continue after this position.
+    pub after: Option<(chrono::DateTime<chrono::Utc>, Uuid)>,
+}
+
+impl PageArgs {
+    /// Checks `limit` and `cursor`; 422 naming each bad one.
+    pub fn parse(limit: Option<i64>, cursor: Option<&str>) -> Result<Self> {
+        let mut errors = Vec::new();
+        let args = Self::check(limit, cursor, &mut errors);
+        if errors.is_empty() {
+            Ok(args)
+        } else {
+            Err(ServiceError::Invalid(errors))
+        }
+    }
+
+    /// The same, collecting the errors into `errors` (for lists that check more parameters).
+    pub fn check(limit: Option<i64>, cursor: Option<&str>, errors: &mut Vec<FieldError>) -> Self {
+        let limit = limit.unwrap_or(20);
+        if !(1..=control_planes::MAX_PAGE).contains(&limit) {
+            errors.push(FieldError::new("limit", "must be between 1 and 100"));
+        }
+        let after = cursor
+            .map(control_planes::decode_cursor)
+            .transpose()
+            .unwrap_or_else(|e| {
+                errors.push(e);
+                None
+            });
+        Self { limit, after }
+    }
+
+    /// Cuts `rows` (fetched with `limit + 1`) to the page and the cursor of its last item, if more follow.
+    pub fn split<T>(
+        &self,
+        mut rows: Vec<T>,
+        key: impl Fn(&T) -> (chrono::DateTime<chrono::Utc>, Uuid),
+    ) -> (Vec<T>, Option<String>) {
+        if rows.len() as i64 <= self.limit {
+            return (rows, None);
+        }
+        rows.truncate(self.limit as usize);
+        let next = rows.last().map(|r| {
+            let (ts, id) = key(r);
+            control_planes::encode_cursor(ts, id)
+        });
+        (rows, next)
+    }
 }

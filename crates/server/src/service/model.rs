@@ -21,10 +21,32 @@ pub struct Tenant {
     pub display_name: String,
     /// Labels.
     pub labels: BTreeMap<String, String>,
-    /// `active` or `suspended`.
+    /// `active`, `suspended` (its tokens are refused) or `deleting` (its control planes are being deleted;
+    /// the tenant is gone once the last one is).
     pub state: String,
     /// Created.
     pub created_at: DateTime<Utc>,
+}
+
+/// A page of tenants, oldest first, with an opaque cursor for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantPage {
+    /// Items, ordered by creation time then id.
+    pub items: Vec<Tenant>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The answer to a cascading tenant delete: the tenant (`deleting`) and the delete operation of each of
+/// its control planes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantDeletion {
+    /// The tenant, in state `deleting` until its last control plane is gone; then `GET` answers 404.
+    pub tenant: Tenant,
+    /// The delete operation of each control plane, oldest control plane first.
+    pub operations: Vec<Operation>,
 }
 
 /// Body of `POST /tenants`.
@@ -58,6 +80,16 @@ pub struct Token {
     pub expires_at: DateTime<Utc>,
     /// Revoked at.
     pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A page of tokens, newest first, with an opaque cursor for the next (older) page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenPage {
+    /// Items, newest first.
+    pub items: Vec<Token>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// Body of `POST /tenants/{tenant}/tokens`.
@@ -473,6 +505,10 @@ pub struct ControlPlanePage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pool {
+    /// Row id: the tiebreak of its list position (not part of the REST shape).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub id: Uuid,
     /// Name.
     pub name: String,
     /// Placement policy: spread, binpack, rendezvous or dedicated.
@@ -495,6 +531,33 @@ pub struct CreatePool {
     /// Labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+}
+
+/// A page of pools, oldest first, with an opaque cursor for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolPage {
+    /// Items, ordered by creation time then id.
+    pub items: Vec<Pool>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `PATCH /pools/{name}`: what is given changes (the name does not).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdatePool {
+    /// Policy: spread, binpack, rendezvous or dedicated (applies to the next placements); not `null`.
+    #[serde(default, deserialize_with = "present")]
+    pub policy: Option<String>,
+    /// Labels (replace all).
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// A field that may be left out, but not given as `null`.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(de: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(de).map(Some)
 }
 
 fn spread() -> String {
@@ -541,6 +604,10 @@ pub struct DataStoreSecrets {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DataStore {
+    /// Row id: the tiebreak of its list position (not part of the REST shape).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub id: Uuid,
     /// Name.
     pub name: String,
     /// Pool.
@@ -597,6 +664,35 @@ pub struct CreateDataStore {
     pub ca_id: Option<String>,
 }
 
+/// A page of DataStores, oldest first, with an opaque cursor for the next page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataStorePage {
+    /// Items, ordered by creation time then id.
+    pub items: Vec<DataStore>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `PATCH /datastores/{name}`: what can change under tenants already placed (the name, driver,
+/// endpoints, credentials and CA identity cannot: tenants' control planes are configured with them).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateDataStore {
+    /// Pool name (for the next placements; tenants placed stay where they are).
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// Labels (replace all).
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Capacity in tenants (NATS: at most 1); below what is placed, it only stops new placements.
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
+    pub capacity_tenants: Option<i64>,
+    /// Capacity in bytes.
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
+    pub capacity_bytes: Option<i64>,
+}
+
 /// Caller identity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -627,6 +723,39 @@ pub struct AuditEntry {
     pub details: serde_json::Value,
     /// When.
     pub created_at: DateTime<Utc>,
+}
+
+/// An entry of a tenant's audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditRecord {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who: `role:subject(tokenId)` (never a secret).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`, `control-plane.kubeconfig`, `token.mint`.
+    pub action: String,
+    /// The kind of its target, e.g. `control-plane`.
+    pub target_kind: String,
+    /// The target's id.
+    pub target_id: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A page of audit entries, newest first, with an opaque cursor for the next (older) page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    /// Items, newest first.
+    pub items: Vec<AuditRecord>,
+    /// Pass as `cursor` to get the next page; absent on the last page.
+    pub next_cursor: Option<String>,
 }
 
 /// Body of `POST /tenants/{tenant}/control-planes/{id}/join-tokens`.

@@ -17,7 +17,7 @@ pub const MAX_QUOTA: i64 = 100_000;
 /// Fails with `QuotaExceeded("controlPlanes")` unless the tenant may have one more control plane; holds
 /// the tenant's quota lock until `tx` ends.
 pub async fn admit_control_plane(ctx: &Ctx, tx: &mut PgConnection, tenant: Uuid) -> Result<()> {
-    let own = store::quotas::lock(tx, tenant).await?;
+    let own = locked_live(tx, tenant).await?;
     let (used, _) = store::quotas::used(&mut *tx, tenant).await?;
     let limit = own
         .control_planes
@@ -31,13 +31,24 @@ pub async fn admit_control_plane(ctx: &Ctx, tx: &mut PgConnection, tenant: Uuid)
 /// Fails with `QuotaExceeded("tokens")` unless the tenant may have one more live token; holds the
 /// tenant's quota lock until `tx` ends.
 pub async fn admit_token(ctx: &Ctx, tx: &mut PgConnection, tenant: Uuid) -> Result<()> {
-    let own = store::quotas::lock(tx, tenant).await?;
+    let own = locked_live(tx, tenant).await?;
     let (_, used) = store::quotas::used(&mut *tx, tenant).await?;
     let limit = own.tokens.map_or(ctx.limits.default_quota_tokens, i64::from);
     if used >= limit {
         return Err(ServiceError::QuotaExceeded("tokens", limit));
     }
     Ok(())
+}
+
+/// The tenant's quotas under its lock; `Conflict` when it is being deleted (nothing new joins it).
+async fn locked_live(tx: &mut PgConnection, tenant: Uuid) -> Result<store::quotas::Set> {
+    let (own, state) = store::quotas::lock(tx, tenant).await?;
+    if state == "deleting" {
+        return Err(ServiceError::Conflict(
+            "the tenant is being deleted: nothing new can be created in it".into(),
+        ));
+    }
+    Ok(own)
 }
 
 /// Tenant `slug`'s quotas and usage (tenant viewer).

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::{
     Ctx, Result, ServiceError,
-    model::{MintToken, MintedToken, Token},
+    model::{MintToken, MintedToken, Token, TokenPage},
     tenant_for,
 };
 use crate::{
@@ -138,14 +138,35 @@ pub async fn mint(
     Ok(minted)
 }
 
-/// A tenant's tokens.
-pub async fn list(ctx: &Ctx, who: &Principal, slug: &str) -> Result<Vec<Token>> {
+/// Filters of a token list.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only revoked (true) or unrevoked (false) tokens.
+    pub revoked: Option<bool>,
+    /// Only this role.
+    pub role: Option<Role>,
+    /// Opaque cursor.
+    pub cursor: Option<String>,
+    /// Page size (1–100, default 20).
+    pub limit: Option<i64>,
+}
+
+/// A page of a tenant's tokens, newest first (tenant admin).
+pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) -> Result<TokenPage> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
-    Ok(store::tokens::list(&ctx.db, tenant.id)
-        .await?
-        .into_iter()
-        .map(to_model)
-        .collect())
+    let page = super::PageArgs::parse(filter.limit, filter.cursor.as_deref())?;
+    let query = store::tokens::ListQuery {
+        revoked: filter.revoked,
+        role: filter.role.map(|r| r.as_str().to_string()),
+        before: page.after,
+        limit: page.limit + 1,
+    };
+    let rows = store::tokens::page(&ctx.db, tenant.id, &query).await?;
+    let (rows, next_cursor) = page.split(rows, |r| (r.created_at, r.jti));
+    Ok(TokenPage {
+        items: rows.into_iter().map(to_model).collect(),
+        next_cursor,
+    })
 }
 
 /// Revokes a tenant's token; effective on its next request.
@@ -231,7 +252,7 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
             "the signing key does not belong to the token's tenant",
         ));
     }
-    let row = store::tokens::get(&ctx.db, claims.jti)
+    let row = store::tokens::check(&ctx.db, claims.jti)
         .await
         .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::Revoked)?;
@@ -242,6 +263,7 @@ pub async fn authenticate(ctx: &Ctx, token: &str) -> std::result::Result<Princip
     {
         return Err(TokenError::Revoked);
     }
+    tenant_admits(row.tenant_state.as_deref())?;
     Ok(Principal {
         jti: claims.jti,
         tenant_id: claims.tid,
@@ -261,14 +283,24 @@ pub async fn recheck(ctx: &Ctx, who: &Principal) -> std::result::Result<(), Toke
     if who.external {
         return Ok(());
     }
-    let row = store::tokens::get(&ctx.db, who.jti)
+    let row = store::tokens::check(&ctx.db, who.jti)
         .await
         .map_err(|_| TokenError::Unavailable)?
         .ok_or(TokenError::Revoked)?;
     if row.revoked_at.is_some() || row.expires_at <= Utc::now() {
         return Err(TokenError::Revoked);
     }
-    Ok(())
+    tenant_admits(row.tenant_state.as_deref())
+}
+
+/// Whether a token of a tenant in `state` (None: a platform token) may be used: not while the tenant is
+/// suspended or being deleted.
+fn tenant_admits(state: Option<&str>) -> std::result::Result<(), TokenError> {
+    match state {
+        Some("suspended") => Err(TokenError::TenantSuspended),
+        Some("deleting") => Err(TokenError::TenantDeleting),
+        _ => Ok(()),
+    }
 }
 
 /// Authenticates a token of an external OIDC issuer: its signature and claims, then the tenant its
@@ -286,8 +318,8 @@ async fn authenticate_external(
             store::tenants::by_slug(&ctx.db, slug)
                 .await
                 .map_err(|_| TokenError::Unavailable)?
-                .ok_or(TokenError::Invalid("the token's tenant does not exist"))?
-                .id,
+                .ok_or(TokenError::Invalid("the token's tenant does not exist"))
+                .and_then(|t| tenant_admits(Some(&t.state)).map(|()| t.id))?,
         ),
     };
     let handle = format!(

@@ -1,7 +1,7 @@
 //! Pools and DataStores (platform-admin managed; Secret references only).
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
 use super::StoreError;
@@ -71,16 +71,6 @@ pub async fn insert_pool(
     .await?)
 }
 
-/// Every pool, by name.
-pub async fn pools(db: impl PgExecutor<'_>) -> Result<Vec<PoolRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        PoolRow,
-        "select id, name, policy, labels, created_at from pools order by name"
-    )
-    .fetch_all(db)
-    .await?)
-}
-
 /// A pool by name.
 pub async fn pool(db: impl PgExecutor<'_>, name: &str) -> Result<Option<PoolRow>, StoreError> {
     if name.contains('\0') {
@@ -135,18 +125,6 @@ pub async fn insert(db: impl PgExecutor<'_>, ds: &NewDataStore) -> Result<Uuid, 
         ds.ca_id
     )
     .fetch_one(db)
-    .await?)
-}
-
-/// Every DataStore, by name.
-pub async fn list(db: impl PgExecutor<'_>) -> Result<Vec<DataStoreRow>, StoreError> {
-    Ok(sqlx::query_as!(
-        DataStoreRow,
-        r#"select d.id, d.name, p.name as "pool?", d.driver, d.endpoints, d.secret_refs, d.labels, d.capacity_tenants,
-                  d.capacity_bytes, d.ca_id, d.ready, d.cordoned, d.created_at
-           from datastores d left join pools p on p.id = d.pool_id order by d.name"#
-    )
-    .fetch_all(db)
     .await?)
 }
 
@@ -230,4 +208,211 @@ pub async fn set_ready(db: impl PgExecutor<'_>, name: &str, ready: bool) -> Resu
     .execute(db)
     .await?;
     Ok(done.rows_affected() > 0)
+}
+
+/// A page of pools ordered by `(created_at, id)`.
+pub async fn pools_page(
+    db: impl PgExecutor<'_>,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<PoolRow>, StoreError> {
+    let (after_ts, after_id) = after.map(|(t, i)| (Some(t), Some(i))).unwrap_or((None, None));
+    Ok(sqlx::query_as!(
+        PoolRow,
+        "select id, name, policy, labels, created_at from pools
+         where ($1::timestamptz is null or (created_at, id) > ($1, $2::uuid))
+         order by created_at, id
+         limit $3",
+        after_ts,
+        after_id,
+        limit
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Filters and position of a DataStore page.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Only DataStores in this pool.
+    pub pool: Option<String>,
+    /// Only this driver.
+    pub driver: Option<String>,
+    /// Only cordoned (true) or uncordoned (false) DataStores.
+    pub cordoned: Option<bool>,
+    /// After this `(created_at, id)`.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+    /// Page size.
+    pub limit: i64,
+}
+
+/// A page of DataStores ordered by `(created_at, id)`.
+pub async fn page(db: impl PgExecutor<'_>, q: &ListQuery) -> Result<Vec<DataStoreRow>, StoreError> {
+    let (after_ts, after_id) = q.after.map(|(t, i)| (Some(t), Some(i))).unwrap_or((None, None));
+    Ok(sqlx::query_as!(
+        DataStoreRow,
+        r#"select d.id, d.name, p.name as "pool?", d.driver, d.endpoints, d.secret_refs, d.labels, d.capacity_tenants,
+                  d.capacity_bytes, d.ca_id, d.ready, d.cordoned, d.created_at
+           from datastores d left join pools p on p.id = d.pool_id
+           where ($1::text is null or p.name = $1)
+             and ($2::text is null or d.driver = $2)
+             and ($3::bool is null or d.cordoned = $3)
+             and ($4::timestamptz is null or (d.created_at, d.id) > ($4, $5::uuid))
+           order by d.created_at, d.id
+           limit $6"#,
+        q.pool,
+        q.driver,
+        q.cordoned,
+        after_ts,
+        after_id,
+        q.limit
+    )
+    .fetch_all(db)
+    .await?)
+}
+
+/// Changes a pool's policy and labels (what is given); returns the row, or None without such a pool.
+pub async fn update_pool(
+    db: impl PgExecutor<'_>,
+    name: &str,
+    policy: Option<&str>,
+    labels: Option<&serde_json::Value>,
+) -> Result<Option<PoolRow>, StoreError> {
+    if name.contains('\0') {
+        return Ok(None);
+    }
+    Ok(sqlx::query_as!(
+        PoolRow,
+        "update pools set policy = coalesce($2, policy), labels = coalesce($3, labels), updated_at = now()
+         where name = $1 returning id, name, policy, labels, created_at",
+        name,
+        policy,
+        labels
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+/// Who uses something, for a refused delete: how many, and the first few names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Users {
+    /// How many.
+    pub count: i64,
+    /// The first names, ordered.
+    pub names: Vec<String>,
+}
+
+/// Locks pool `name` until the transaction ends and names its DataStores (at most `cap`); None without
+/// such a pool.
+pub async fn lock_pool_users(
+    tx: &mut PgConnection,
+    name: &str,
+    cap: i64,
+) -> Result<Option<(Uuid, Users)>, StoreError> {
+    if name.contains('\0') {
+        return Ok(None);
+    }
+    let Some(id) = sqlx::query_scalar!("select id from pools where name = $1 for update", name)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let count = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from datastores where pool_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let names = sqlx::query_scalar!(
+        "select name from datastores where pool_id = $1 order by name limit $2",
+        id,
+        cap
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    Ok(Some((id, Users { count, names })))
+}
+
+/// Removes pool `id`.
+pub async fn delete_pool(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query!("delete from pools where id = $1", id)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// A DataStore's changeable settings (what is `Some` changes).
+#[derive(Debug, Clone, Default)]
+pub struct DataStoreChange {
+    /// Pool id.
+    pub pool_id: Option<Uuid>,
+    /// Labels.
+    pub labels: Option<serde_json::Value>,
+    /// Capacity in tenants.
+    pub capacity_tenants: Option<i32>,
+    /// Capacity in bytes.
+    pub capacity_bytes: Option<i64>,
+}
+
+/// Changes a DataStore; returns whether it exists.
+pub async fn update(db: impl PgExecutor<'_>, name: &str, c: &DataStoreChange) -> Result<bool, StoreError> {
+    if name.contains('\0') {
+        return Ok(false);
+    }
+    let done = sqlx::query!(
+        "update datastores set pool_id = coalesce($2, pool_id), labels = coalesce($3, labels),
+                capacity_tenants = coalesce($4, capacity_tenants), capacity_bytes = coalesce($5, capacity_bytes),
+                updated_at = now()
+         where name = $1",
+        name,
+        c.pool_id,
+        c.labels,
+        c.capacity_tenants,
+        c.capacity_bytes
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Locks DataStore `name` until the transaction ends (placement takes the same lock) and names the
+/// control planes placed on it, as primary or override (`tenant/name`, at most `cap`); None without such
+/// a DataStore.
+pub async fn lock_datastore_users(
+    tx: &mut PgConnection,
+    name: &str,
+    cap: i64,
+) -> Result<Option<(Uuid, Users)>, StoreError> {
+    if name.contains('\0') {
+        return Ok(None);
+    }
+    let Some(id) = sqlx::query_scalar!("select id from datastores where name = $1 for update", name)
+        .fetch_optional(&mut *tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let rows = sqlx::query!(
+        r#"with u as (select control_plane_id from placements where datastore_id = $1
+                      union select control_plane_id from placement_overrides where datastore_id = $1)
+           select t.slug || '/' || c.name as "name!", count(*) over () as "count!"
+           from u join control_planes c on c.id = u.control_plane_id join tenants t on t.id = c.tenant_id
+           order by 1 limit $2"#,
+        id,
+        cap
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let count = rows.first().map_or(0, |r| r.count);
+    let names = rows.into_iter().map(|r| r.name).collect();
+    Ok(Some((id, Users { count, names })))
+}
+
+/// Removes DataStore `id`.
+pub async fn delete(db: impl PgExecutor<'_>, id: Uuid) -> Result<(), StoreError> {
+    sqlx::query!("delete from datastores where id = $1", id)
+        .execute(db)
+        .await?;
+    Ok(())
 }

@@ -110,3 +110,63 @@ pub async fn audit_for(
     .fetch_all(db)
     .await?)
 }
+
+/// An audit row of a tenant's log, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditLogRow {
+    /// Id (ascending in time).
+    pub id: i64,
+    /// Who did it (`role:subject(jti)`).
+    pub actor: String,
+    /// What, e.g. `control-plane.create`.
+    pub action: String,
+    /// The target's kind.
+    pub target_kind: String,
+    /// The target's id.
+    pub target_id: String,
+    /// Request id of the call.
+    pub request_id: Option<String>,
+    /// Details.
+    pub details: serde_json::Value,
+    /// When.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Filters and position of an audit page.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    /// Only this action.
+    pub action: Option<String>,
+    /// Only rows written at or after this time.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only rows older than this id (the previous page's last).
+    pub before: Option<i64>,
+    /// Page size.
+    pub limit: i64,
+}
+
+/// A page of `tenant`'s audit log, newest first (by id).
+pub async fn audit_page(
+    db: impl sqlx::PgExecutor<'_>,
+    tenant: Uuid,
+    q: &AuditQuery,
+) -> Result<Vec<AuditLogRow>, StoreError> {
+    Ok(sqlx::query_as!(
+        AuditLogRow,
+        "select id, actor, action, target_kind, target_id, request_id, details, created_at
+         from audit_log
+         where tenant_id = $1
+           and ($2::text is null or action = $2)
+           and ($3::timestamptz is null or created_at >= $3)
+           and ($4::bigint is null or id < $4)
+         order by id desc
+         limit $5",
+        tenant,
+        q.action,
+        q.since,
+        q.before,
+        q.limit
+    )
+    .fetch_all(db)
+    .await?)
+}

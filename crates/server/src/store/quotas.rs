@@ -16,18 +16,20 @@ pub struct Set {
 
 /// The tenant's quotas, locking its row until the transaction ends: creates and mints of one tenant
 /// count and insert one at a time, so two at once cannot both take the last place. `no key update`: rows
-/// that reference the tenant (an insert's foreign-key check) are not held up by it.
-pub async fn lock(tx: &mut PgConnection, tenant: Uuid) -> Result<Set, StoreError> {
+/// that reference the tenant (an insert's foreign-key check) are not held up by it. Also returns the
+/// tenant's state as of the lock (a tenant delete holds the same row lock).
+pub async fn lock(tx: &mut PgConnection, tenant: Uuid) -> Result<(Set, String), StoreError> {
     let row = sqlx::query!(
-        "select quota_control_planes, quota_tokens from tenants where id = $1 for no key update",
+        "select quota_control_planes, quota_tokens, state from tenants where id = $1 for no key update",
         tenant
     )
     .fetch_one(&mut *tx)
     .await?;
-    Ok(Set {
+    let set = Set {
         control_planes: row.quota_control_planes,
         tokens: row.quota_tokens,
-    })
+    };
+    Ok((set, row.state))
 }
 
 /// The tenant's quotas.

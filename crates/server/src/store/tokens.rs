@@ -63,6 +63,70 @@ pub async fn get(db: impl PgExecutor<'_>, jti: Uuid) -> Result<Option<TokenRow>,
     .await?)
 }
 
+/// What authentication checks of a token: its row and its tenant's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenCheck {
+    /// Tenant (None = platform admin).
+    pub tenant_id: Option<Uuid>,
+    /// Role.
+    pub role: String,
+    /// Expiry.
+    pub expires_at: DateTime<Utc>,
+    /// Revoked at.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// The tenant's state (`active`, `suspended`, `deleting`); None for platform tokens.
+    pub tenant_state: Option<String>,
+}
+
+/// The token `jti` with its tenant's state, in one query (every request runs it).
+pub async fn check(db: impl PgExecutor<'_>, jti: Uuid) -> Result<Option<TokenCheck>, StoreError> {
+    Ok(sqlx::query_as!(
+        TokenCheck,
+        r#"select k.tenant_id, k.role, k.expires_at, k.revoked_at, t.state as "tenant_state?"
+           from api_tokens k left join tenants t on t.id = k.tenant_id where k.jti = $1"#,
+        jti
+    )
+    .fetch_optional(db)
+    .await?)
+}
+
+/// Filters and position of a token page.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Only revoked (true) or unrevoked (false) tokens.
+    pub revoked: Option<bool>,
+    /// Only this role.
+    pub role: Option<String>,
+    /// Before this `(created_at, jti)` (newest first).
+    pub before: Option<(DateTime<Utc>, Uuid)>,
+    /// Page size.
+    pub limit: i64,
+}
+
+/// A page of a tenant's tokens, newest first (`(created_at, jti)` descending).
+pub async fn page(db: impl PgExecutor<'_>, tenant: Uuid, q: &ListQuery) -> Result<Vec<TokenRow>, StoreError> {
+    let (before_ts, before_id) = q.before.map(|(t, i)| (Some(t), Some(i))).unwrap_or((None, None));
+    Ok(sqlx::query_as!(
+        TokenRow,
+        "select jti, tenant_id, role, description, created_by, created_at, expires_at, revoked_at
+         from api_tokens
+         where tenant_id = $1
+           and ($2::bool is null or (revoked_at is not null) = $2)
+           and ($3::text is null or role = $3)
+           and ($4::timestamptz is null or (created_at, jti) < ($4, $5::uuid))
+         order by created_at desc, jti desc
+         limit $6",
+        tenant,
+        q.revoked,
+        q.role,
+        before_ts,
+        before_id,
+        q.limit
+    )
+    .fetch_all(db)
+    .await?)
+}
+
 /// A tenant's tokens, newest first.
 pub async fn list(db: impl PgExecutor<'_>, tenant: Uuid) -> Result<Vec<TokenRow>, StoreError> {
     Ok(sqlx::query_as!(

@@ -648,6 +648,10 @@ impl Worker {
             serde_json::json!({"outboxId": row.id}),
         )
         .await?;
+        // A tenant deleted with cascade goes with its last control plane (and with it, its log).
+        if store::tenants::remove_if_drained(tx, cp.tenant_id).await? {
+            tracing::info!(tenant = %cp.tenant_id, "tenant removed with its last control plane");
+        }
         Ok(Outcome::Deleted)
     }
 

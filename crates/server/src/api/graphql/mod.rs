@@ -6,6 +6,7 @@
 //! `Authorization` header (failures are `401` problem documents, as in REST); WebSocket connections with
 //! the token in `connection_init` (failures close the socket with `4403`).
 
+mod connection;
 mod loader;
 mod mutation;
 mod query;
@@ -319,7 +320,9 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
         ServiceError::NotFound(_) => ("NOT_FOUND", err.to_string()),
         ServiceError::Forbidden(_) => ("FORBIDDEN", err.to_string()),
         ServiceError::QuotaExceeded(..) => ("QUOTA_EXCEEDED", err.to_string()),
-        ServiceError::Conflict(_) | ServiceError::NotReady(_) => ("CONFLICT", err.to_string()),
+        ServiceError::Conflict(_) | ServiceError::NotReady(_) | ServiceError::InUse { .. } => {
+            ("CONFLICT", err.to_string())
+        }
         ServiceError::PreconditionFailed(_) => ("PRECONDITION_FAILED", err.to_string()),
         // No GraphQL field produces this yet (no idempotency keys for mutations).
         ServiceError::IdempotencyKeyReused => ("IDEMPOTENCY_KEY_REUSED", err.to_string()),
@@ -874,9 +877,11 @@ async fn serve_socket(
             () = &mut expiry, if acknowledged => Some(close_message(4403, "Forbidden: the token expired".into())),
             _ = recheck.tick(), if acknowledged => state.recheck_close().await,
             r = next_revocation(&mut revoked), if acknowledged => match r {
-                Ok(jti) if state.caller().is_some_and(|w| w.jti == jti) => {
-                    Some(close_message(4403, format!("Forbidden: {}", TokenError::Revoked)))
-                }
+                // Revoked, or its tenant suspended or being deleted: the re-check says which.
+                Ok(jti) if state.caller().is_some_and(|w| w.jti == jti) => state
+                    .recheck_close()
+                    .await
+                    .or_else(|| Some(close_message(4403, format!("Forbidden: {}", TokenError::Revoked)))),
                 Ok(_) => None,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => state.recheck_close().await,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => {

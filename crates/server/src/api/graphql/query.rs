@@ -4,13 +4,17 @@ use async_graphql::{Context, ID, Object, Result};
 
 use super::{
     caller,
+    connection::Connection,
     types::{
         self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, ControlPlanePhase, DataStore,
         JoinToken, Node, Operation, OperationConnection, OperationEdge, OperationKind, OperationState,
         PageInfo, Pool, Tenant, Viewer,
     },
 };
-use crate::service::{self, ServiceError, control_planes::ListFilter};
+use crate::service::{
+    self, ServiceError,
+    control_planes::{ListFilter, encode_cursor},
+};
 
 /// Queries.
 #[derive(Debug, Default)]
@@ -38,15 +42,37 @@ impl Query {
         }
     }
 
-    /// Every tenant (platform admin).
-    async fn tenants(&self, ctx: &Context<'_>) -> Result<Vec<Tenant>> {
+    /// A page of tenants, oldest first (platform admin). `first` is 1–100 (default 20); filters as in
+    /// REST: `prefix` of the slug, `suspended`.
+    #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]
+    async fn tenants(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        prefix: Option<String>,
+        suspended: Option<bool>,
+    ) -> Result<Connection<Tenant>> {
         let (c, who) = caller(ctx)?;
-        Ok(service::tenants::list(c, who)
+        let asked_after = after.is_some();
+        let filter = service::tenants::ListFilter {
+            prefix,
+            suspended,
+            cursor: after,
+            limit: first.map(i64::from),
+        };
+        let page = service::tenants::page(c, who, filter)
             .await
-            .map_err(super::gql_error)?
+            .map_err(|e| super::gql_error(rename_list_fields(e)))?;
+        let items = page
+            .items
             .into_iter()
-            .map(Tenant)
-            .collect())
+            .map(|t| {
+                let cursor = encode_cursor(t.created_at, t.id);
+                (Tenant(t), cursor)
+            })
+            .collect();
+        Ok(Connection::of(items, asked_after, page.next_cursor.is_some()))
     }
 
     /// A page of a tenant's control planes, oldest first (tenant-viewer). `first` is 1–100 (default 20);
@@ -194,26 +220,63 @@ impl Query {
             .collect())
     }
 
-    /// Every DataStore (platform admin).
-    async fn data_stores(&self, ctx: &Context<'_>) -> Result<Vec<DataStore>> {
+    /// A page of DataStores, oldest first (platform admin). `first` is 1–100 (default 20); filters as in
+    /// REST: `pool`, `driver` (etcd, MySQL, PostgreSQL, NATS), `cordoned`.
+    #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]
+    async fn data_stores(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        pool: Option<String>,
+        driver: Option<String>,
+        cordoned: Option<bool>,
+    ) -> Result<Connection<DataStore>> {
         let (c, who) = caller(ctx)?;
-        Ok(service::datastores::list(c, who)
+        let asked_after = after.is_some();
+        let filter = service::datastores::ListFilter {
+            pool,
+            driver,
+            cordoned,
+            cursor: after,
+            limit: first.map(i64::from),
+        };
+        let page = service::datastores::page(c, who, filter)
             .await
-            .map_err(super::gql_error)?
+            .map_err(|e| super::gql_error(rename_list_fields(e)))?;
+        let items = page
+            .items
             .into_iter()
-            .map(Into::into)
-            .collect())
+            .map(|d| {
+                let cursor = encode_cursor(d.created_at, d.id);
+                (DataStore::from(d), cursor)
+            })
+            .collect();
+        Ok(Connection::of(items, asked_after, page.next_cursor.is_some()))
     }
 
-    /// Every pool (platform admin).
-    async fn pools(&self, ctx: &Context<'_>) -> Result<Vec<Pool>> {
+    /// A page of pools, oldest first (platform admin). `first` is 1–100 (default 20).
+    #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]
+    async fn pools(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<Pool>> {
         let (c, who) = caller(ctx)?;
-        Ok(service::datastores::pools(c, who)
+        let asked_after = after.is_some();
+        let page = service::datastores::pool_page(c, who, first.map(i64::from), after.as_deref())
             .await
-            .map_err(super::gql_error)?
+            .map_err(|e| super::gql_error(rename_list_fields(e)))?;
+        let items = page
+            .items
             .into_iter()
-            .map(Pool)
-            .collect())
+            .map(|p| {
+                let cursor = encode_cursor(p.created_at, p.id);
+                (Pool(p), cursor)
+            })
+            .collect();
+        Ok(Connection::of(items, asked_after, page.next_cursor.is_some()))
     }
 }
 

@@ -69,6 +69,26 @@ fn description() -> Value {
     json!({"pattern": description_pattern(tokens::MAX_DESCRIPTION_CHARS), "maxLength": tokens::MAX_DESCRIPTION_CHARS})
 }
 
+/// The properties of the pool and DataStore changes (`PATCH`), checked as on create.
+fn update_properties() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        ("UpdatePool", "policy", json!({"enum": datastores::POLICIES})),
+        ("UpdatePool", "labels", labels()),
+        ("UpdateDataStore", "pool", label(63)),
+        ("UpdateDataStore", "labels", labels()),
+        (
+            "UpdateDataStore",
+            "capacityTenants",
+            json!({"minimum": 0, "maximum": i32::MAX}),
+        ),
+        (
+            "UpdateDataStore",
+            "capacityBytes",
+            json!({"minimum": 1, "maximum": i64::MAX}),
+        ),
+    ]
+}
+
 /// `(schema, property, keywords)`: what each property's check accepts, merged into its schema.
 pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
     let version = json!({"pattern": c.versions.pattern()});
@@ -174,6 +194,9 @@ pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
         ("SimulateRequest", "labels", labels()),
         ("SimulateRequest", "offload", json!({"pattern": OFFLOAD})),
     ]
+    .into_iter()
+    .chain(update_properties())
+    .collect()
 }
 
 /// `(schema, keywords)`: the cross-field rules, merged into the object's schema as `allOf`.
@@ -228,6 +251,14 @@ pub fn parameters() -> Vec<(&'static str, Value)> {
             json!({"minimum": 0, "maximum": crate::service::operations::MAX_WAIT_SECONDS}),
         ),
         ("Idempotency-Key", json!({"pattern": IDEMPOTENCY_KEY})),
+        ("prefix", json!({"pattern": "^[-a-z0-9]*$", "maxLength": 63})),
+        ("pool", label(63)),
+        ("driver", json!({"enum": crate::service::datastores::DRIVERS})),
+        (
+            "action",
+            json!({"pattern": "^[-a-z0-9.]+$", "minLength": 1, "maxLength": crate::service::audit::MAX_ACTION_CHARS}),
+        ),
+        ("since", json!({"format": "date-time"})),
     ]
 }
 

@@ -134,6 +134,10 @@ fn shared_statuses(secured: bool, has_body: bool, has_checked_parameters: bool) 
     if secured {
         statuses.extend([
             (401, "Missing, invalid, expired or revoked token"),
+            (
+                403,
+                "The caller's tenant is suspended (`tenant-suspended`), or its role is too low",
+            ),
             (429, "The token is over its rate limit; retry after Retry-After"),
         ]);
     }
@@ -237,7 +241,7 @@ mod tests {
         assert_eq!(
             statuses,
             [
-                "201", "400", "401", "409", "413", "415", "422", "429", "500", "503"
+                "201", "400", "401", "403", "409", "413", "415", "422", "429", "500", "503"
             ]
         );
         assert!(responses["201"]["content"]["application/json"].is_object());
@@ -313,7 +317,10 @@ mod tests {
                         .ok_or("platform-admin is refused".into())
                 })
             }
-            "/components/schemas/CreatePool/properties/policy" => crate::service::datastores::POLICIES
+            // The `driver` filter of `GET /datastores`.
+            p if p.starts_with("/paths//datastores/get/parameters/") => round_trip::<Driver>(value),
+            "/components/schemas/CreatePool/properties/policy"
+            | "/components/schemas/UpdatePool/properties/policy" => crate::service::datastores::POLICIES
                 .contains(&value)
                 .then_some(())
                 .ok_or(format!("{value:?} is not a policy")),
@@ -340,7 +347,7 @@ mod tests {
         let (_, doc) = crate::api::api_v1(&Contract::default());
         let mut found = Vec::new();
         enums(&doc, "", &mut found);
-        assert_eq!(found.len(), 11, "{found:?}");
+        assert_eq!(found.len(), 13, "{found:?}");
         assert_eq!(enum_failures(&doc), Vec::<String>::new());
     }
 
