@@ -274,7 +274,7 @@ export interface paths {
          *     `kube-public/cluster-info` with it and the tenant API server authenticates it, so `joinCommand` works
          *     at once. If that does not happen within 30 seconds, the Secret is deleted again and the answer is
          *     503 with `Retry-After` (nothing is left behind; retry). 409 until the control plane has served (as
-         *     for its kubeconfig). The token is shown only in this answer (`Cache-Control: no-store`);
+         *     for its kubeconfig), and while it has 100 live tokens (revoke one, or wait for one to expire). The token is shown only in this answer (`Cache-Control: no-store`);
          *     `Idempotency-Key` is not supported here, because a replay would have to store the secret: a retried
          *     request makes another token.
          */

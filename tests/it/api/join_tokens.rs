@@ -273,6 +273,54 @@ async fn the_list_reads_postgresql_and_shows_only_live_tokens_without_their_secr
 }
 
 #[tokio::test]
+async fn a_control_plane_takes_at_most_100_live_join_tokens_even_when_creates_race() {
+    let f = fixture().await;
+    let now = Utc::now();
+    for i in 0..99 {
+        f.record(&format!("cap{i:03}"), now, Duration::hours(1)).await;
+    }
+    f.record("old001", now - Duration::hours(2), Duration::hours(1))
+        .await;
+    let revoked = f.record("rev001", now, Duration::hours(1)).await;
+    store::join_tokens::revoke(&f.app.ctx.db, revoked.tenant_id, revoked.id)
+        .await
+        .unwrap()
+        .unwrap();
+    // The 100th and 101st race: the row lock lets exactly one in; expired and revoked ones do not count.
+    let tenant = tenant_id(&f.app, &f.slug).await;
+    let cp = Uuid::parse_str(&f.cp).unwrap();
+    let new = |token_id: &'static str| NewJoinToken {
+        tenant,
+        control_plane: cp,
+        token_id,
+        description: None,
+        created_at: now,
+        expires_at: now + Duration::hours(1),
+        created_by: "tests",
+    };
+    let (a, b) = (new("race01"), new("race02"));
+    let (a, b) = tokio::join!(
+        store::join_tokens::insert_capped(&f.app.ctx.db, &a, 100),
+        store::join_tokens::insert_capped(&f.app.ctx.db, &b, 100),
+    );
+    let admitted = [a.unwrap(), b.unwrap()].iter().filter(|r| r.is_some()).count();
+    assert_eq!(admitted, 1);
+    assert_eq!(
+        store::join_tokens::count_live(&f.app.ctx.db, cp).await.unwrap(),
+        100
+    );
+
+    let r = f.post(&f.admin, json!({"ttlSeconds": 600})).await;
+    assert_problem(&r, StatusCode::CONFLICT, "conflict");
+    assert_eq!(
+        r.body["detail"],
+        "the control plane has 100 live join tokens, the most it may have: revoke one, or wait for one to expire"
+    );
+    let r = f.app.call(Method::GET, &f.path(), Some(&f.admin), None).await;
+    assert_eq!(r.body["items"].as_array().map(Vec::len), Some(100), "{}", r.text);
+}
+
+#[tokio::test]
 async fn a_control_plane_that_has_not_served_is_409_like_its_kubeconfig() {
     let f = fixture().await;
     let r = f

@@ -71,6 +71,39 @@ pub async fn insert(db: impl PgExecutor<'_>, new: &NewJoinToken<'_>) -> Result<J
     .await?)
 }
 
+/// How many of the control plane's tokens are neither revoked nor expired.
+pub async fn count_live(db: impl PgExecutor<'_>, control_plane: Uuid) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar!(
+        r#"select count(*) as "n!" from join_tokens
+           where control_plane_id = $1 and revoked_at is null and expires_at > now()"#,
+        control_plane
+    )
+    .fetch_one(db)
+    .await?)
+}
+
+/// [`insert`], unless the control plane has `max` live tokens already (`Ok(None)`). The control plane's
+/// row is locked for the count and the insert, so concurrent creates cannot pass the cap together.
+pub async fn insert_capped(
+    db: &sqlx::PgPool,
+    new: &NewJoinToken<'_>,
+    max: i64,
+) -> Result<Option<JoinTokenRow>, StoreError> {
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "select id from control_planes where id = $1 for no key update",
+        new.control_plane
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    if count_live(&mut *tx, new.control_plane).await? >= max {
+        return Ok(None);
+    }
+    let row = insert(&mut *tx, new).await?;
+    tx.commit().await?;
+    Ok(Some(row))
+}
+
 /// The control plane's tokens that are neither revoked nor expired, oldest first.
 pub async fn live(
     db: impl PgExecutor<'_>,

@@ -35,6 +35,17 @@ use crate::{
     },
 };
 
+/// Live (neither revoked nor expired) tokens a control plane may have: its list is never longer than
+/// one page of the other lists.
+pub const MAX_LIVE: i64 = 100;
+
+/// The refusal of a token over [`MAX_LIVE`].
+fn too_many() -> ServiceError {
+    ServiceError::Conflict(format!(
+        "the control plane has {MAX_LIVE} live join tokens, the most it may have: revoke one, or wait for one to expire"
+    ))
+}
+
 /// Lifetime of a token when the request names none: one day.
 pub const DEFAULT_TTL_SECONDS: i64 = 86_400;
 /// The longest lifetime: seven days.
@@ -224,6 +235,10 @@ pub async fn create(
 ) -> Result<CreatedJoinToken> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
     let (ttl, description) = validate(&input)?;
+    let cp = control_planes::get(ctx, who, &tenant.slug, id).await?;
+    if store::join_tokens::count_live(&ctx.db, cp.id).await? >= MAX_LIVE {
+        return Err(too_many());
+    }
     let target = target(ctx, kube, who, &tenant, id).await?;
     if target.cluster.signed().await?.is_none() {
         return Err(ServiceError::Unavailable(
@@ -242,9 +257,9 @@ pub async fn create(
             expires_at: expiry(created_at, ttl),
             created_by: &who.actor(),
         };
-        let row = match store::join_tokens::insert(&ctx.db, &new).await {
+        let row = match store::join_tokens::insert_capped(&ctx.db, &new, MAX_LIVE).await {
             Err(StoreError::Conflict(_)) => continue,
-            other => other?,
+            other => other?.ok_or_else(too_many)?,
         };
         let issued = Issue {
             ctx,
