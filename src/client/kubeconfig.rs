@@ -52,6 +52,8 @@ impl KubeconfigArgs {
         }
         let path = target_from(|k| std::env::var(k).ok())
             .ok_or_else(|| ClientError::Other("no kubeconfig location: set KUBECONFIG or HOME".into()))?;
+        let _held = super::fs::lock(&path, super::fs::LOCK_WAIT)
+            .map_err(|e| ClientError::Other(format!("lock {}: {e}", path.display())))?;
         let existing = match std::fs::read_to_string(&path) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
