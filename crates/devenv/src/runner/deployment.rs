@@ -2,17 +2,14 @@
 //! would write.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::BTreeSet,
     net::{IpAddr, SocketAddr},
     path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::{
-    apps::v1::Deployment,
-    core::v1::{ConfigMap, PodSpec, Secret},
-};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::PodSpec};
 use kube::{
     Api, Resource, ResourceExt as _,
     api::{Patch, PatchParams},
@@ -26,6 +23,7 @@ use super::{
     net::{self, AddressClaim, ServiceProxy},
     pod::{self, ContainerPlan, HttpProbe, PlanError},
     template_hash,
+    volumes::{self, PodVolumes, Refresh},
 };
 use crate::{
     k8s::crd::TenantControlPlane,
@@ -57,6 +55,8 @@ struct Pod {
     address: AddressClaim,
     dir: PathBuf,
     containers: Vec<Container>,
+    /// Its volume files, kept in sync with their objects.
+    volumes: PodVolumes,
 }
 
 impl Pod {
@@ -103,16 +103,11 @@ async fn run_init(plan: &ContainerPlan, log: &std::path::Path) -> Result<(), Str
 }
 
 fn write_files(plan: &pod::PodPlan) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
     for dir in &plan.dirs {
         std::fs::create_dir_all(dir)?;
     }
     for file in &plan.files {
-        if let Some(parent) = file.path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&file.path, &file.content)?;
-        std::fs::set_permissions(&file.path, std::fs::Permissions::from_mode(file.mode))?;
+        volumes::write_atomic(&file.path, &file.content, file.mode)?;
     }
     Ok(())
 }
@@ -132,24 +127,7 @@ async fn probe(http: &reqwest::Client, p: &HttpProbe) -> bool {
 
 /// The names of every Secret and ConfigMap a pod template references.
 fn references(spec: &PodSpec) -> (BTreeSet<String>, BTreeSet<String>) {
-    let mut secrets = BTreeSet::new();
-    let mut cms = BTreeSet::new();
-    for v in spec.volumes.iter().flatten() {
-        if let Some(s) = &v.secret {
-            secrets.extend(s.secret_name.clone());
-        }
-        if let Some(c) = &v.config_map {
-            cms.insert(c.name.clone());
-        }
-        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
-            if let Some(s) = &src.secret {
-                secrets.insert(s.name.clone());
-            }
-            if let Some(c) = &src.config_map {
-                cms.insert(c.name.clone());
-            }
-        }
-    }
+    let (mut secrets, mut cms) = volume_references(spec);
     for c in spec
         .containers
         .iter()
@@ -171,6 +149,34 @@ fn references(spec: &PodSpec) -> (BTreeSet<String>, BTreeSet<String>) {
                 if let Some(m) = &from.config_map_key_ref {
                     cms.insert(m.name.clone());
                 }
+            }
+        }
+    }
+    (secrets, cms)
+}
+
+/// The volume sync interval, at least 100 ms.
+fn volume_sync_interval(settings: &RunnerSettings) -> Duration {
+    settings.volume_sync.max(Duration::from_millis(100))
+}
+
+/// The names of the Secrets and ConfigMaps a pod template's volumes reference (what volume sync re-reads).
+fn volume_references(spec: &PodSpec) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut secrets = BTreeSet::new();
+    let mut cms = BTreeSet::new();
+    for v in spec.volumes.iter().flatten() {
+        if let Some(s) = &v.secret {
+            secrets.extend(s.secret_name.clone());
+        }
+        if let Some(c) = &v.config_map {
+            cms.insert(c.name.clone());
+        }
+        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(s) = &src.secret {
+                secrets.insert(s.name.clone());
+            }
+            if let Some(c) = &src.config_map {
+                cms.insert(c.name.clone());
             }
         }
     }
@@ -388,6 +394,8 @@ pub(super) struct Runtime {
     reported: BTreeSet<String>,
     last_status: Option<serde_json::Value>,
     next_start: Instant,
+    /// When the pods' volume files are next refreshed.
+    next_volume_sync: Instant,
     serial: u32,
 }
 
@@ -405,6 +413,7 @@ impl Runtime {
             .tls_danger_accept_invalid_certs(true)
             .build()
             .unwrap_or_default();
+        let next_volume_sync = Instant::now() + volume_sync_interval(&settings);
         Self {
             client,
             settings,
@@ -417,6 +426,7 @@ impl Runtime {
             reported: BTreeSet::new(),
             last_status: None,
             next_start: Instant::now(),
+            next_volume_sync,
             serial: 0,
         }
     }
@@ -447,27 +457,9 @@ impl Runtime {
     ) -> Result<(), (&'static str, String)> {
         let (ns, name) = self.key.clone();
         let (secret_names, cm_names) = references(spec);
-        let secrets_api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-        let cms_api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-        let mut secrets = HashMap::new();
-        for s in secret_names {
-            match secrets_api.get_opt(&s).await {
-                Ok(Some(secret)) => {
-                    secrets.insert(s, secret);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(("KubernetesApiError", format!("reading Secret {s}: {e}"))),
-            }
-        }
-        let mut config_maps = HashMap::new();
-        for c in cm_names {
-            match cms_api.get_opt(&c).await {
-                Ok(Some(cm)) => {
-                    config_maps.insert(c, cm);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(("KubernetesApiError", format!("reading ConfigMap {c}: {e}"))),
-            }
+        let fetched = volumes::fetch(&self.client, &ns, &secret_names, &cm_names).await;
+        if let Some(((kind, object), e)) = fetched.unreadable.iter().next() {
+            return Err(("KubernetesApiError", format!("reading {kind} {object}: {e}")));
         }
         let address = net::claim_address().map_err(|e| ("AddressUnavailable", e.to_string()))?;
         self.serial += 1;
@@ -478,10 +470,10 @@ impl Runtime {
             .dir
             .join(&uuid::Uuid::new_v4().simple().to_string()[..8]);
         let sources = pod::Sources {
-            secrets: &secrets,
-            config_maps: &config_maps,
+            secrets: &fetched.secrets,
+            config_maps: &fetched.config_maps,
         };
-        let plan = pod::plan(spec, &sources, &CachedImages, &dir, address.ip())
+        let mut plan = pod::plan(spec, &sources, &CachedImages, &dir, address.ip())
             .map_err(|e: PlanError| (e.reason(), e.to_string()))?;
         let io = |e: std::io::Error| ("PodSetupFailed", format!("pod {pod_name}: {e}"));
         std::fs::create_dir_all(dir.join("logs")).map_err(io)?;
@@ -491,12 +483,20 @@ impl Runtime {
         )
         .map_err(io)?;
         write_files(&plan).map_err(io)?;
+        let volumes = PodVolumes::new(
+            spec.clone(),
+            volume_references(spec),
+            dir.clone(),
+            address.ip(),
+            std::mem::take(&mut plan.files),
+        );
         let mut pod = Pod {
             name: pod_name.clone(),
             hash: hash.to_string(),
             address,
             dir: dir.clone(),
             containers: Vec::new(),
+            volumes,
         };
         for init in &plan.init {
             run_init(init, &dir.join("logs").join(format!("init-{}.log", init.name)))
@@ -707,6 +707,7 @@ impl Runtime {
         if new_ready >= desired {
             self.pods.retain(|p| p.hash == hash);
         }
+        self.sync_volumes().await;
 
         self.publish(deployment).await;
 
@@ -764,6 +765,47 @@ impl Runtime {
         }
     }
 
+    /// Once `volume_sync` has elapsed: reads each Secret and ConfigMap the pods' volumes reference
+    /// (one GET per object, shared by the pods) and rewrites the files that changed; never restarts.
+    async fn sync_volumes(&mut self) {
+        let now = Instant::now();
+        if self.pods.is_empty() || now < self.next_volume_sync {
+            return;
+        }
+        self.next_volume_sync = now + volume_sync_interval(&self.settings);
+        let mut secrets = BTreeSet::new();
+        let mut cms = BTreeSet::new();
+        for pod in &self.pods {
+            let (s, c) = pod.volumes.references();
+            secrets.extend(s.iter().cloned());
+            cms.extend(c.iter().cloned());
+        }
+        if secrets.is_empty() && cms.is_empty() {
+            return;
+        }
+        let fetched = volumes::fetch(&self.client, &self.key.0, &secrets, &cms).await;
+        let (ns, name) = (&self.key.0, &self.key.1);
+        for pod in &mut self.pods {
+            match pod.volumes.refresh(&fetched) {
+                Refresh::Unchanged => {}
+                Refresh::Updated(files) => {
+                    tracing::info!(namespace = %ns, deployment = %name, pod = %pod.name, ?files, "runner: volume files updated");
+                }
+                Refresh::Kept { reason, first: true } => {
+                    tracing::warn!(namespace = %ns, deployment = %name, pod = %pod.name, "runner: keeping the pod's volume files: {reason}");
+                }
+                Refresh::Kept { reason, first: false } => {
+                    tracing::debug!(namespace = %ns, deployment = %name, pod = %pod.name, "runner: still keeping the pod's volume files: {reason}");
+                }
+            }
+        }
+    }
+
+    /// How long until the next volume sync is due (`None` without pods).
+    pub(super) fn until_volume_sync(&self) -> Option<Duration> {
+        (!self.pods.is_empty()).then(|| self.next_volume_sync.saturating_duration_since(Instant::now()))
+    }
+
     /// Whether any container still needs fast polling.
     pub(super) fn settling(&self) -> bool {
         self.failure.is_some()
@@ -775,7 +817,7 @@ impl Runtime {
 }
 
 /// The task of one Deployment: reconciles on every change and at least every second (200 ms while
-/// pods settle); stops its pods when the Deployment is gone.
+/// pods settle, sooner when a volume sync is due); stops its pods when the Deployment is gone.
 pub(super) async fn run(
     client: kube::Client,
     settings: Arc<RunnerSettings>,
@@ -794,6 +836,7 @@ pub(super) async fn run(
         } else {
             Duration::from_secs(1)
         };
+        let wait = rt.until_volume_sync().map_or(wait, |due| wait.min(due));
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { break },
             () = tokio::time::sleep(wait) => {}

@@ -8,11 +8,14 @@
 //! exited containers with backoff, rolls to a new template (surge, then the old pods stop) and patches
 //! the Deployment status as the deployment controller would. The tenant's published address
 //! (`networkProfile.address` of the owning TenantControlPlane) is served by a TCP proxy to the ready
-//! replicas. Every process dies with the runner (drop, stop, or parent death).
+//! replicas. While a pod runs, its Secret and ConfigMap volume files follow their objects ([`volumes`]:
+//! changed files are rewritten atomically, no process restarts). Every process dies with the runner
+//! (drop, stop, or parent death).
 
 mod deployment;
 pub mod net;
 pub mod pod;
+mod volumes;
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -43,16 +46,20 @@ pub struct RunnerSettings {
     pub fast_probe: Duration,
     /// Largest restart backoff of an exited container.
     pub max_backoff: Duration,
+    /// How often a running pod's Secret/ConfigMap volume files are re-read and the changed ones
+    /// rewritten atomically (kubelet: about a minute; at least 100 ms).
+    pub volume_sync: Duration,
 }
 
 impl RunnerSettings {
-    /// Pods under `dir`, every namespace, 200 ms probes until ready, backoff up to 30 s.
+    /// Pods under `dir`, every namespace, 200 ms probes until ready, backoff up to 30 s, volume sync every 2 s.
     pub fn new(dir: PathBuf) -> Self {
         Self {
             dir,
             namespaces: None,
             fast_probe: Duration::from_millis(200),
             max_backoff: Duration::from_secs(30),
+            volume_sync: Duration::from_secs(2),
         }
     }
 }

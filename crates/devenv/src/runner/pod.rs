@@ -112,7 +112,7 @@ pub struct ContainerPlan {
     pub startup: Option<HttpProbe>,
 }
 
-/// A file to write before the processes start.
+/// A file to write before the processes start (and to keep in sync while they run).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilePlan {
     /// Absolute path.
@@ -124,7 +124,7 @@ pub struct FilePlan {
 }
 
 /// Everything needed to run one replica.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodPlan {
     /// Directories to create (emptyDirs and volume roots).
     pub dirs: Vec<PathBuf>,
@@ -658,13 +658,9 @@ pub fn plan(
     dir: &Path,
     ip: Ipv4Addr,
 ) -> Result<PodPlan, PlanError> {
-    let mut plan = PodPlan {
-        dirs: Vec::new(),
-        files: Vec::new(),
-        init: Vec::new(),
-        containers: Vec::new(),
-    };
+    let mut plan = PodPlan::default();
     let roots = volumes(spec, sources, dir, ip, &mut plan)?;
+    localize_files(spec, &roots, &mut plan.files);
     for c in spec.init_containers.iter().flatten() {
         plan.init.push(container_plan(c, &roots, sources, images, ip)?);
     }
@@ -672,8 +668,26 @@ pub fn plan(
         plan.containers
             .push(container_plan(c, &roots, sources, images, ip)?);
     }
-    let mounts = pod_mounts(spec, &roots);
-    for file in &mut plan.files {
+    Ok(plan)
+}
+
+/// The volume files of one replica exactly as [`plan`] plans them (to refresh a running replica's volumes).
+pub fn plan_files(
+    spec: &PodSpec,
+    sources: &Sources<'_>,
+    dir: &Path,
+    ip: Ipv4Addr,
+) -> Result<Vec<FilePlan>, PlanError> {
+    let mut plan = PodPlan::default();
+    let roots = volumes(spec, sources, dir, ip, &mut plan)?;
+    localize_files(spec, &roots, &mut plan.files);
+    Ok(plan.files)
+}
+
+/// Rewrites the socket paths of an EgressSelectorConfiguration file onto the pod directory.
+fn localize_files(spec: &PodSpec, roots: &HashMap<String, PathBuf>, files: &mut [FilePlan]) {
+    let mounts = pod_mounts(spec, roots);
+    for file in files {
         if let Some(localized) = std::str::from_utf8(&file.content)
             .ok()
             .and_then(|t| localize_egress_selector(t, &mounts))
@@ -681,7 +695,6 @@ pub fn plan(
             file.content = localized.into_bytes();
         }
     }
-    Ok(plan)
 }
 
 #[cfg(test)]

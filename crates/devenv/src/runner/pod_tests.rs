@@ -304,6 +304,11 @@ fn a_konnectivity_sidecar_listens_on_the_pod_address_and_the_egress_socket_moves
     }))
     .unwrap();
     let plan = plan(&spec, &sources, &Fake, &PathBuf::from("/tmp/pod"), IP).unwrap();
+    // Volume sync re-plans the same files, localized the same way.
+    assert_eq!(
+        plan_files(&spec, &sources, &PathBuf::from("/tmp/pod"), IP).unwrap(),
+        plan.files
+    );
 
     let file = &plan.files[0];
     assert_eq!(
