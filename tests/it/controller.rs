@@ -1545,4 +1545,133 @@ mod workload {
         assert_ne!(data["DB_PASSWORD"], "corrupted");
         assert_eq!(data["DB_PASSWORD"].len(), 32);
     }
+
+    /// `spec.authentication`: the ConfigMap with the rendered configuration, its volume and flag in the
+    /// kube-apiserver container; new authenticators change the file but not the pod template; an edit
+    /// of the ConfigMap is repaired; removing the spec removes the flag, the ConfigMap and the condition.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn structured_authentication_is_a_mounted_configmap_whose_changes_do_not_roll_the_pods() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        const FLAG: &str =
+            "--authentication-config=/etc/kubernetes/authentication/authentication-config.yaml";
+        let issuer = |url: &str| {
+            json!({
+                "issuer": {"url": url, "audiences": ["tenantplane:cp:1"]},
+                "claimValidationRules": [{"claim": "tid", "requiredValue": "t1"}],
+                "claimMappings": {"username": {"claim": "sub", "prefix": "tenantplane:"}, "uid": {"claim": "jti"}},
+            })
+        };
+        let env = env("wl-authn").await;
+        let ca = Ca::new("wl-authn-ca").unwrap();
+        let etcd = tls_etcd("wl-authn", &ca).await;
+        let ds = env.etcd_datastore(&etcd).await;
+        env.ds_condition(&ds, "Ready", "True").await;
+        let tcp = tenantplane_testkit::tcp(&env.ns, "cp")
+            .datastore(&ds)
+            .spec(
+                "authentication",
+                json!({"jwt": [issuer("https://127.0.0.1:8443")]}),
+            )
+            .build();
+        env.tcps().create(&PostParams::default(), &tcp).await.unwrap();
+
+        let config_maps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+        let rendered = |url: &str| {
+            format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {url}\n    audiences:\n    - tenantplane:cp:1\n  claimValidationRules:\n  - claim: tid\n    requiredValue: t1\n  claimMappings:\n    username:\n      claim: sub\n      prefix: 'tenantplane:'\n    uid:\n      claim: jti\n"
+            )
+        };
+        let content = |expected: String| {
+            let api = config_maps.clone();
+            async move {
+                eventually("cp-authentication-config rendered", WAIT, || {
+                    let (api, expected) = (api.clone(), expected.clone());
+                    async move {
+                        let cm = api.get_opt("cp-authentication-config").await.ok()??;
+                        (cm.data?.get("authentication-config.yaml")? == &expected).then_some(())
+                    }
+                })
+                .await
+            }
+        };
+        content(rendered("https://127.0.0.1:8443")).await;
+        let cm = config_maps.get("cp-authentication-config").await.unwrap();
+        assert_eq!(cm.owner_references()[0].uid, tcp_uid(&env, "cp").await);
+        let d = env
+            .deployment_where("cp", "has the flag", |d| args(d).contains(&FLAG.to_string()))
+            .await;
+        let apiserver = container(&d, "kube-apiserver");
+        assert!(
+            apiserver
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.name == "authentication-config"
+                    && m.mount_path == "/etc/kubernetes/authentication"
+                    && m.sub_path.is_none())
+        );
+        let (_, condition) = env.tcp_condition("cp", "AuthenticationConfigured", "True").await;
+        assert_eq!(condition.reason, "Rendered");
+
+        // Another issuer: a new file, the same pod template (kube-apiserver reloads the file itself).
+        let generation = d.metadata.generation;
+        env.patch_tcp(
+            "cp",
+            json!({"spec": {"authentication": {"jwt": [issuer("https://127.0.0.1:9443")]}}}),
+        )
+        .await;
+        content(rendered("https://127.0.0.1:9443")).await;
+        eventually("the spec change is observed", WAIT, || async {
+            let tcp = env.tcps().get("cp").await.ok()?;
+            (tcp.status?.observed_generation == tcp.metadata.generation).then_some(())
+        })
+        .await;
+        let d = env.deployments().get("cp").await.unwrap();
+        assert_eq!(d.metadata.generation, generation);
+
+        // An edit of the ConfigMap is repaired.
+        config_maps
+            .patch(
+                "cp-authentication-config",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"authentication-config.yaml": "edited"}})),
+            )
+            .await
+            .unwrap();
+        content(rendered("https://127.0.0.1:9443")).await;
+
+        // Gone from the spec: no flag, no ConfigMap, no condition.
+        env.patch_tcp("cp", json!({"spec": {"authentication": null}}))
+            .await;
+        env.deployment_where("cp", "no authentication flag", |d| {
+            !args(d).iter().any(|a| a.starts_with("--authentication-config"))
+        })
+        .await;
+        let api = config_maps.clone();
+        eventually("cp-authentication-config deleted", WAIT, || {
+            let api = api.clone();
+            async move {
+                api.get_opt("cp-authentication-config")
+                    .await
+                    .ok()?
+                    .is_none()
+                    .then_some(())
+            }
+        })
+        .await;
+        eventually("AuthenticationConfigured removed", WAIT, || async {
+            let tcp = env.tcps().get("cp").await.ok()?;
+            let conditions = tcp.status?.conditions;
+            conditions
+                .iter()
+                .all(|c| c.type_ != "AuthenticationConfigured")
+                .then_some(())
+        })
+        .await;
+    }
+
+    async fn tcp_uid(env: &Env, name: &str) -> String {
+        env.tcps().get(name).await.unwrap().uid().unwrap()
+    }
 }

@@ -1,5 +1,5 @@
-//! What the controllers read without a request: the watch caches of the Secrets, Deployments and
-//! Services they own and of DataStores, the controller's own Secret writes until its watch delivers
+//! What the controllers read without a request: the watch caches of the Secrets, ConfigMaps,
+//! Deployments and Services they own and of DataStores, the controller's own Secret writes until its watch delivers
 //! them, DataStores' resolved credentials, and what the controller last applied of each workload.
 //!
 //! A cache can lag. Every reader is written so that lagging is safe: a cached *miss* of a Secret is
@@ -15,7 +15,7 @@ use std::{
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Secret, Service},
+    core::v1::{ConfigMap, Secret, Service},
 };
 use kube::{
     Resource, ResourceExt as _,
@@ -48,7 +48,8 @@ pub enum Lookup<K> {
 pub struct Applied {
     /// Hash of the desired object that was applied.
     pub desired: u64,
-    /// `metadata.generation` (Deployment) or `metadata.resourceVersion` (Service) the apply returned.
+    /// `metadata.generation` (Deployment) or `metadata.resourceVersion` (Service, ConfigMap) the apply
+    /// returned.
     pub version: String,
     /// When.
     pub at: Instant,
@@ -139,6 +140,7 @@ pub struct Caches {
     secrets: OnceLock<Store<Secret>>,
     deployments: OnceLock<Store<Deployment>>,
     services: OnceLock<Store<Service>>,
+    config_maps: OnceLock<Store<ConfigMap>>,
     datastores: OnceLock<Store<DataStore>>,
     written_secrets: Written<Secret>,
     /// A reconcile right after a status write must not start from the status before it.
@@ -193,6 +195,11 @@ impl Caches {
     /// Registers the owned-Service cache.
     pub fn set_services(&self, store: Store<Service>) {
         let _ = self.services.set(store);
+    }
+
+    /// Registers the owned-ConfigMap cache.
+    pub fn set_config_maps(&self, store: Store<ConfigMap>) {
+        let _ = self.config_maps.set(store);
     }
 
     /// Registers the DataStore cache.
@@ -264,6 +271,15 @@ impl Caches {
         lookup(
             self.services.get(),
             &ObjectRef::<Service>::new(name).within(namespace),
+        )
+        .await
+    }
+
+    /// An owned ConfigMap.
+    pub async fn config_map(&self, namespace: &str, name: &str) -> Lookup<ConfigMap> {
+        lookup(
+            self.config_maps.get(),
+            &ObjectRef::<ConfigMap>::new(name).within(namespace),
         )
         .await
     }

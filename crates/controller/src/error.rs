@@ -68,6 +68,8 @@ pub enum Phase {
     Service,
     /// The PKI and kubeconfig Secrets.
     Certificates,
+    /// The structured-authentication ConfigMap (`spec.authentication`).
+    Authentication,
     /// The Deployment.
     Deployment,
     /// The status write.
@@ -81,6 +83,7 @@ impl Phase {
             Phase::Datastore => "datastore",
             Phase::Service => "service",
             Phase::Certificates => "certificates",
+            Phase::Authentication => "authentication",
             Phase::Deployment => "deployment",
             Phase::Status => "status",
         }

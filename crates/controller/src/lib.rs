@@ -34,7 +34,7 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 use futures_util::StreamExt as _;
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{ObjectReference, Secret, Service},
+    core::v1::{ConfigMap, ObjectReference, Secret, Service},
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -564,6 +564,17 @@ fn datastore_controller(
         .for_each(|_| std::future::ready(()))
 }
 
+/// Objects of kind `K` in the watched namespace, else in all.
+fn scoped<K>(ctx: &Context) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match &ctx.settings.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    }
+}
+
 /// The TenantControlPlane controller over `control_planes` (fed by the watch that also keeps
 /// `usedBy`), until `shutdown`.
 fn control_plane_controller(
@@ -576,27 +587,13 @@ fn control_plane_controller(
     let selector = ctx.settings.datastore_selector.clone();
     let concurrency = ctx.settings.concurrency;
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
-    // when a Secret they own changes.
-    let owned_secrets = match &ctx.settings.namespace {
-        Some(ns) => Api::<Secret>::namespaced(client.clone(), ns),
-        None => Api::<Secret>::all(client.clone()),
-    };
+    // when an object they own (Secret, Deployment, Service, ConfigMap) changes.
     let managed = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
     let seen = Arc::new(std::sync::Mutex::new(HashMap::<String, String>::new()));
-    let (owned_deployments, owned_services) = match &ctx.settings.namespace {
-        Some(ns) => (
-            Api::<Deployment>::namespaced(client.clone(), ns),
-            Api::<Service>::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::<Deployment>::all(client.clone()),
-            Api::<Service>::all(client.clone()),
-        ),
-    };
     // The owned objects' watches fill the caches the reconciles read. A Secret event first updates the
     // cache, then drops the controller's own pending write.
     let owned = || watcher::Config::default().labels(&managed);
-    let (secret_store, secret_events) = cached_watch(owned_secrets, owned(), |_| {});
+    let (secret_store, secret_events) = cached_watch(scoped::<Secret>(&ctx), owned(), |_| {});
     ctx.caches.set_secrets(secret_store);
     let secrets = secret_events
         .inspect({
@@ -611,20 +608,25 @@ fn control_plane_controller(
     // Reconciles read a Deployment's metadata, replicas, selector and status; the pod template is most
     // of its size, so the cache does not keep it.
     let (deployment_store, deployment_events) =
-        cached_watch(owned_deployments, owned(), |d: &mut Deployment| {
+        cached_watch(scoped::<Deployment>(&ctx), owned(), |d: &mut Deployment| {
             if let Some(spec) = d.spec.as_mut() {
                 spec.template = Default::default();
             }
         });
     ctx.caches.set_deployments(deployment_store);
     let deployments = deployment_events.touched_objects();
-    let (service_store, service_events) = cached_watch(owned_services, owned(), |_| {});
+    let (service_store, service_events) = cached_watch(scoped::<Service>(&ctx), owned(), |_| {});
     ctx.caches.set_services(service_store);
     let services = service_events.touched_objects();
+    // The authentication ConfigMaps: an edit or a deletion is repaired by the reconcile it triggers.
+    let (config_map_store, config_map_events) = cached_watch(scoped::<ConfigMap>(&ctx), owned(), |_| {});
+    ctx.caches.set_config_maps(config_map_store);
+    let config_maps = config_map_events.touched_objects();
     control_planes
         .owns_stream(secrets)
         .owns_stream(deployments)
         .owns_stream(services)
+        .owns_stream(config_maps)
         .watches(
             Api::<DataStore>::all(client.clone()),
             watcher_config(selector.as_deref()),

@@ -1,5 +1,6 @@
 //! Writes of the TenantControlPlane reconciler: the default DataStore into the spec, the datastore
-//! Secrets, the Service, the PKI and kubeconfig Secrets and the Deployment, each as
+//! Secrets, the Service, the PKI and kubeconfig Secrets, the authentication ConfigMap and the
+//! Deployment, each as
 //! [`build`](super::build) made it (server-side apply under the controller's field manager).
 
 use std::{collections::BTreeMap, time::Instant};
@@ -7,7 +8,7 @@ use std::{collections::BTreeMap, time::Instant};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{Secret, Service},
+        core::v1::{ConfigMap, Secret, Service},
     },
     jiff::Timestamp,
 };
@@ -85,6 +86,46 @@ pub async fn deployment(
         d.metadata.generation.map(|g| g.to_string())
     })
     .await
+}
+
+/// Applies the authentication ConfigMap (unless the cache shows the last apply of the same object in
+/// place, so an edit or a deletion is repaired).
+pub async fn authentication_config(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    namespace: &str,
+    desired: &ConfigMap,
+) -> Result<ConfigMap, Error> {
+    let cached = ctx.caches.config_map(namespace, &desired.name_any()).await;
+    apply_unless_current(ctx, "ConfigMap", &key(tcp), desired, cached, |c| {
+        c.metadata.resource_version.clone()
+    })
+    .await
+}
+
+/// Deletes the authentication ConfigMap once `spec.authentication` is gone (after the Deployment
+/// without its volume is applied); the cache says whether it exists, so a tenant without it costs
+/// nothing.
+pub async fn prune_authentication(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<(), Error> {
+    if build::authentication(tcp).is_some() {
+        return Ok(());
+    }
+    let name = build::authentication_config_name(tcp);
+    if !matches!(ctx.caches.config_map(namespace, &name).await, Lookup::Found(_)) {
+        return Ok(());
+    }
+    let api = kube::Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace);
+    match api.delete(&name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.caches.record_applied("ConfigMap", &key(tcp), None);
+    Ok(())
 }
 
 /// Reads the PKI and kubeconfig Secrets, builds them, and writes the new and changed ones at once:
@@ -197,7 +238,7 @@ pub async fn prune_konnectivity(
 
 /// Applies `desired`, unless this controller applied the same desired object less than the resync
 /// interval ago and the cached object is still what that apply left (`version`: a Deployment's
-/// generation, a Service's resourceVersion). Returns the object as the API server has it.
+/// generation, a Service's or ConfigMap's resourceVersion). Returns the object as the API server has it.
 async fn apply_unless_current<K>(
     ctx: &Context,
     kind: &'static str,

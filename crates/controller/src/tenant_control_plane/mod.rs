@@ -3,7 +3,7 @@
 //! apply) → [`status`] (I/O: the status subresource, as `build` computed it). Two phases run it: the
 //! **datastore phase** ([`provision`]: the tenant's space and user on its DataStores and the datastore
 //! Secrets), then the **workload phase** ([`workload_phase`]: the Service, the PKI and kubeconfig
-//! Secrets, the Deployment). A failure carries its [`Phase`], which names it in the `Ready`
+//! Secrets, the authentication ConfigMap, the Deployment). A failure carries its [`Phase`], which names it in the `Ready`
 //! condition, the log and the `phase` metric.
 
 pub mod apply;
@@ -138,7 +138,8 @@ pub async fn workload_phase(
     result.and(written)
 }
 
-/// The Service, the PKI and kubeconfig Secrets, the Deployment; each step's error names its phase.
+/// The Service, the PKI and kubeconfig Secrets, the authentication ConfigMap, the Deployment; each
+/// step's error names its phase.
 async fn workload(
     tcp: &TenantControlPlane,
     ctx: &Context,
@@ -177,9 +178,38 @@ async fn workload(
         .await
         .map_err(|e| e.in_phase(Phase::Certificates))?;
 
+    // The authentication ConfigMap before the Deployment that mounts it; removed after the Deployment
+    // that no longer does.
+    authentication(tcp, ctx, &namespace, conditions)
+        .await
+        .map_err(|e| e.in_phase(Phase::Authentication))?;
     deployment(tcp, ctx, storage, &pki, conditions, owned, now)
         .await
-        .map_err(|e| e.in_phase(Phase::Deployment))
+        .map_err(|e| e.in_phase(Phase::Deployment))?;
+    apply::prune_authentication(tcp, ctx, &namespace)
+        .await
+        .map_err(|e| e.in_phase(Phase::Authentication))
+}
+
+/// With `spec.authentication`: the ConfigMap `<tcp>-authentication-config` and
+/// `AuthenticationConfigured` (a Warning Event when it newly turns False).
+async fn authentication(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    namespace: &str,
+    conditions: &mut Conditions<'_>,
+) -> Result<(), Error> {
+    let Some(built) = build::authentication_config(tcp)? else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    apply::authentication_config(ctx, tcp, namespace, &built.config_map).await?;
+    ctx.metrics
+        .phase("authentication", started.elapsed().as_secs_f64());
+    if let Some((reason, message)) = build::authentication_condition(conditions, tcp, &built) {
+        ctx.warn(tcp, reason, &message).await;
+    }
+    Ok(())
 }
 
 /// The Deployment, then what its rollout says: the version's state, `DeploymentAvailable`, `Ready`.
@@ -212,6 +242,7 @@ async fn deployment(
         conditions,
         &built.apiserver_args,
         built.konnectivity_args.as_ref(),
+        &built.oidc_dropped,
     );
     let applied = apply::deployment(ctx, tcp, &namespace, &built.deployment).await?;
     ctx.metrics.phase("deployment", started.elapsed().as_secs_f64());

@@ -3,6 +3,7 @@
 //! JSON field names and meanings follow upstream Kamaji, so its manifests apply unchanged. Validation that
 //! upstream leaves to webhooks (or skips) lives in the CRD schema as CEL rules with actionable messages.
 
+mod authentication;
 mod datastore;
 mod schema;
 mod tenant_control_plane;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use authentication::*;
 pub use datastore::*;
 pub use tenant_control_plane::*;
 

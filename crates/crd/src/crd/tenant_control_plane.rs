@@ -78,6 +78,9 @@ pub struct TenantControlPlaneSpec {
     /// Addons installed in the tenant cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addons: Option<Addons>,
+    /// Tenantplane extension: the JWT issuers the tenant kube-apiserver trusts (`--authentication-config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<super::AuthenticationSpec>,
 }
 
 /// One resource moved to another etcd DataStore.

@@ -3,10 +3,12 @@
 //! The objects are kubeadm's, by name and content: [`upload_config`] (`kube-system/kubeadm-config`,
 //! `kube-system/kubelet-config` and the Roles that let nodes read them), [`bootstrap_token`]
 //! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings), and
-//! the addons present in `spec.addons`: [`coredns`], [`kube_proxy`] and [`konnectivity`]'s agents. Each object carries
+//! the addons present in `spec.addons`: [`coredns`], [`kube_proxy`] and [`konnectivity`]'s agents, and
+//! with `spec.authentication` the [`authentication`] role bindings. Each object carries
 //! [`PHASE_LABEL`] naming its phase, which is how an object left behind (an addon removed from the
 //! spec) is found and deleted.
 
+pub mod authentication;
 pub mod bootstrap_token;
 pub mod coredns;
 pub mod konnectivity;
@@ -227,6 +229,8 @@ pub struct Desired {
     pub kube_proxy: Option<Vec<TenantObject>>,
     /// The Konnectivity agents' objects, when `spec.addons.konnectivity` is set.
     pub konnectivity: Option<Vec<TenantObject>>,
+    /// The role bindings of Tenantplane's groups, when `spec.authentication` is set.
+    pub authentication: Option<Vec<TenantObject>>,
     /// Why `kube-system/kubelet-config` was left out: a configurationJSONPatches entry that does not apply.
     pub kubelet_error: Option<kubelet::PatchFailure>,
 }
@@ -240,6 +244,7 @@ impl Desired {
             .chain(self.core_dns.iter().flatten())
             .chain(self.kube_proxy.iter().flatten())
             .chain(self.konnectivity.iter().flatten())
+            .chain(self.authentication.iter().flatten())
     }
 
     /// Whether an object the tenant holds but no phase wants now is still to be kept: the last good
@@ -265,6 +270,12 @@ pub fn desired(facts: &Facts<'_>) -> Desired {
         core_dns: core_dns.map(|spec| labelled(coredns::objects(facts, spec), "coredns")),
         kube_proxy: kube_proxy.map(|spec| labelled(kube_proxy::objects(facts, spec), "kube-proxy")),
         konnectivity: konnectivity.map(|spec| labelled(konnectivity::objects(facts, spec), "konnectivity")),
+        authentication: facts
+            .tcp
+            .spec
+            .authentication
+            .as_ref()
+            .map(|_| labelled(authentication::objects(), "authentication")),
         kubelet_error,
     }
 }

@@ -174,17 +174,23 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
     if konnectivity(tcp).is_some() {
         managed.extend(apiserver_flags());
     }
-    let user = user_args(tcp, |e| e.api_server.clone());
+    if authentication(tcp).is_some() {
+        managed.extend(authentication_flags());
+    }
+    // kube-apiserver refuses `--oidc-*` beside `--authentication-config`: they are dropped (and
+    // reported by `AuthenticationConfigured`).
+    let oidc = oidc_flags(tcp);
+    let user: Vec<String> = user_args(tcp, |e| e.api_server.clone())
+        .into_iter()
+        .filter(|a| !oidc.contains(a))
+        .collect();
     let mut defaults = kv(&[
         ("allow-privileged", "true".into()),
         ("enable-bootstrap-token-auth", "true".into()),
         ("requestheader-extra-headers-prefix", "X-Remote-Extra-".into()),
         ("requestheader-group-headers", "X-Remote-Group".into()),
         ("requestheader-username-headers", "X-Remote-User".into()),
-        (
-            "service-account-issuer",
-            format!("https://kubernetes.default.svc.{}", cluster_domain(tcp)),
-        ),
+        ("service-account-issuer", default_service_account_issuer(tcp)),
     ]);
     if !user.iter().any(|a| flag_name(a) == "authorization-config") {
         defaults.insert("authorization-mode".into(), "Node,RBAC".into());
@@ -198,6 +204,27 @@ pub fn apiserver_args(tcp: &TenantControlPlane, storage: &StorageView) -> Args {
     merged
 }
 
+/// `https://kubernetes.default.svc.<clusterDomain>`: kube-apiserver's `--service-account-issuer` unless
+/// `extraArgs.apiServer` sets one.
+pub fn default_service_account_issuer(tcp: &TenantControlPlane) -> String {
+    format!("https://kubernetes.default.svc.{}", cluster_domain(tcp))
+}
+
+/// The effective `--service-account-issuer` values: each one of `extraArgs.apiServer` (the flag may
+/// repeat; the first signs, all are accepted), else the default. No JWT issuer may equal one.
+pub fn service_account_issuers(tcp: &TenantControlPlane) -> Vec<String> {
+    let user: Vec<String> = user_args(tcp, |e| e.api_server.clone())
+        .iter()
+        .filter(|a| flag_name(a) == "service-account-issuer")
+        .filter_map(|a| a.split_once('=').map(|(_, v)| v.to_string()))
+        .collect();
+    if user.is_empty() {
+        vec![default_service_account_issuer(tcp)]
+    } else {
+        user
+    }
+}
+
 /// Upstream's `Hostname,InternalIP,ExternalIP`; with Konnectivity, InternalIP first: kube-apiserver
 /// resolves a node's host name itself, on the management side, before the tunnel sees the dial, and
 /// tenant node names rarely resolve there.
@@ -209,7 +236,7 @@ fn default_address_types(tcp: &TenantControlPlane) -> Vec<String> {
     order.iter().map(|t| t.to_string()).collect()
 }
 
-fn user_args(
+pub(super) fn user_args(
     tcp: &TenantControlPlane,
     pick: impl Fn(&crate::k8s::crd::ComponentExtraArgs) -> Option<Vec<String>>,
 ) -> Vec<String> {

@@ -60,7 +60,8 @@ pub fn replicas(tcp: &TenantControlPlane) -> i32 {
         .unwrap_or(2)
 }
 
-/// The pod template's checksum: over every PKI Secret's checksum and the datastore Secrets'.
+/// The pod template's checksum: over every PKI Secret's checksum and the datastore Secrets'. Not over
+/// the authentication ConfigMap: kube-apiserver reloads that file itself.
 pub fn pod_checksum(pki: &Pki, storage: &StorageView) -> String {
     let mut parts: Vec<String> = pki
         .secrets
@@ -236,6 +237,9 @@ fn control_plane_containers(
     }
     if konnectivity(tcp).is_some() {
         apiserver_mounts.extend([uds_mount(), config_mount()]);
+    }
+    if authentication(tcp).is_some() {
+        apiserver_mounts.push(authentication_mount());
     }
     let apiserver = Container {
         name: "kube-apiserver".into(),
@@ -433,6 +437,8 @@ pub struct BuiltDeployment {
     pub apiserver_args: Args,
     /// konnectivity-server's args, with the addon.
     pub konnectivity_args: Option<Args>,
+    /// Names of the user's `--oidc-*` flags dropped for `spec.authentication`.
+    pub oidc_dropped: Vec<String>,
 }
 
 /// The Deployment `<tcp>`.
@@ -469,6 +475,9 @@ pub fn deployment(
         volumes.extend(konnectivity::volumes(tcp));
         konnectivity_args = Some(args);
     }
+    if authentication(tcp).is_some() {
+        volumes.push(authentication_volume(tcp));
+    }
     let pod_spec = PodSpec {
         init_containers: Some(init_containers),
         containers,
@@ -500,5 +509,6 @@ pub fn deployment(
         deployment,
         apiserver_args: apiserver,
         konnectivity_args,
+        oidc_dropped: oidc_flag_names(tcp),
     })
 }

@@ -20,7 +20,7 @@ pub const UDS_NAME: &str = "/run/konnectivity/konnectivity-server.socket";
 pub const CONFIG_DIR: &str = "/etc/kubernetes/konnectivity";
 /// The server's kubeconfig key.
 pub const KUBECONFIG_KEY: &str = "konnectivity-server.conf";
-/// The egress selector configuration's key (beside the kubeconfig: the controller keeps no ConfigMaps).
+/// The egress selector configuration's key (beside the kubeconfig, so the addon needs no ConfigMap).
 pub const EGRESS_KEY: &str = "egress-selector-configuration.yaml";
 /// The server's user: bound to `system:auth-delegator` in the tenant so it can review agent tokens.
 pub const SERVER_USER: &str = "system:konnectivity-server";

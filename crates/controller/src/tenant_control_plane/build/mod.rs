@@ -4,6 +4,7 @@
 //! key generation is the only source of randomness, and time comes in as `now`.
 
 mod args;
+mod authentication;
 mod deployment;
 mod konnectivity;
 mod names;
@@ -33,8 +34,8 @@ use kube::ResourceExt as _;
 use serde_json::json;
 
 pub use self::{
-    args::*, deployment::*, konnectivity::*, names::*, network::*, pki::*, secrets::*, service::*, status::*,
-    storage::*, version::*,
+    args::*, authentication::*, deployment::*, konnectivity::*, names::*, network::*, pki::*, secrets::*,
+    service::*, status::*, storage::*, version::*,
 };
 use crate::{
     Error, MANAGED_BY_LABEL, WorkloadSettings,
@@ -146,3 +147,6 @@ mod storage_tests;
 
 #[cfg(test)]
 mod konnectivity_tests;
+
+#[cfg(test)]
+mod authentication_tests;

@@ -27,18 +27,22 @@ pub mod conditions {
     pub const VERSION_ACCEPTED: &str = "KubernetesVersionAccepted";
     /// Every user `extraArgs.apiServer` flag made it to the container.
     pub const EXTRA_ARGS_APPLIED: &str = "ExtraArgsApplied";
+    /// `spec.authentication` is rendered into kube-apiserver's `--authentication-config` as written
+    /// (absent without `spec.authentication`).
+    pub const AUTHENTICATION_CONFIGURED: &str = "AuthenticationConfigured";
     /// The control plane serves.
     pub const READY: &str = "Ready";
     /// kstatus' `Stalled`: True when no retry can succeed until something changes (a permanent error, pods
     /// that cannot be made, a rollout past its progress deadline); False otherwise.
     pub const STALLED: &str = "Stalled";
     /// All of the above.
-    pub const OWNED: [&str; 7] = [
+    pub const OWNED: [&str; 8] = [
         CERTIFICATES_READY,
         KUBECONFIGS_READY,
         DEPLOYMENT_AVAILABLE,
         VERSION_ACCEPTED,
         EXTRA_ARGS_APPLIED,
+        AUTHENTICATION_CONFIGURED,
         READY,
         STALLED,
     ];
@@ -143,8 +147,13 @@ pub fn datastore_failure_status(
     let mut owned = current(tcp);
     let previous = owned.conditions.clone();
     let mut conditions = Conditions::new(&previous, tcp.metadata.generation, now);
+    let dropped = |type_: &str| {
+        type_ == READY
+            || type_ == STALLED
+            || (type_ == AUTHENTICATION_CONFIGURED && authentication(tcp).is_none())
+    };
     for c in previous.iter().filter(|c| OWNED.contains(&c.type_.as_str())) {
-        if c.type_ != READY && c.type_ != STALLED {
+        if !dropped(&c.type_) {
             conditions.set(
                 &c.type_,
                 match c.status.as_str() {
@@ -183,6 +192,7 @@ pub fn workload_status(
         let phase = err.phase().unwrap_or(Phase::Service);
         let type_ = match phase {
             Phase::Certificates => Some(CERTIFICATES_READY),
+            Phase::Authentication => Some(AUTHENTICATION_CONFIGURED),
             Phase::Deployment => Some(DEPLOYMENT_AVAILABLE),
             _ => None,
         };
@@ -209,6 +219,10 @@ pub fn workload_status(
         .collect();
     for c in conditions.into_vec() {
         merged.insert(c.type_.clone(), c);
+    }
+    // Without `spec.authentication` there is nothing to report.
+    if authentication(tcp).is_none() {
+        merged.remove(AUTHENTICATION_CONFIGURED);
     }
     owned.conditions = merged.into_values().collect();
     if result.is_ok() {
@@ -360,17 +374,25 @@ pub fn version_condition(
     }
 }
 
-/// `ExtraArgsApplied`: False naming the user flags that lost to managed ones.
+/// `ExtraArgsApplied`: False naming the user flags that lost to managed ones, and the `--oidc-*` flags
+/// (by name) that structured authentication dropped.
 pub fn extra_args_condition(
     conditions: &mut Conditions<'_>,
     apiserver_args: &Args,
     konnectivity_args: Option<&Args>,
+    oidc_dropped: &[String],
 ) {
     let mut dropped = Vec::new();
     if !apiserver_args.dropped.is_empty() {
         dropped.push(format!(
             "extraArgs.apiServer flags dropped because Tenantplane manages them: {}",
             apiserver_args.dropped.join(" ")
+        ));
+    }
+    if !oidc_dropped.is_empty() {
+        dropped.push(format!(
+            "extraArgs.apiServer flags dropped because spec.authentication sets --authentication-config: {}",
+            oidc_dropped.join(" ")
         ));
     }
     if let Some(args) = konnectivity_args.filter(|a| !a.dropped.is_empty()) {
@@ -387,13 +409,68 @@ pub fn extra_args_condition(
             "every extraArgs.apiServer flag is applied",
         );
     } else {
-        conditions.set(
-            EXTRA_ARGS_APPLIED,
-            Some(false),
-            "ManagedFlagsWin",
-            dropped.join("; "),
-        );
+        let only_oidc =
+            apiserver_args.dropped.is_empty() && konnectivity_args.is_none_or(|a| a.dropped.is_empty());
+        let reason = if only_oidc {
+            OIDC_FLAGS_DROPPED
+        } else {
+            "ManagedFlagsWin"
+        };
+        conditions.set(EXTRA_ARGS_APPLIED, Some(false), reason, dropped.join("; "));
     }
+}
+
+/// `AuthenticationConfigured` False: an authenticator was left out (its issuer is a service-account issuer).
+pub const SERVICE_ACCOUNT_ISSUER_CONFLICT: &str = "ServiceAccountIssuerConflict";
+/// `AuthenticationConfigured` False: the user's `--oidc-*` flags were dropped.
+pub const OIDC_FLAGS_DROPPED: &str = "OidcFlagsDropped";
+
+/// `AuthenticationConfigured` for what [`authentication_config`] built: True (`Rendered`) with the
+/// number of authenticators, else False naming the issuers left out (`ServiceAccountIssuerConflict`)
+/// and the dropped `--oidc-*` flags (`OidcFlagsDropped`). Returns `(reason, message)` of a False
+/// condition the TenantControlPlane does not hold yet, for a Warning Event.
+pub fn authentication_condition(
+    conditions: &mut Conditions<'_>,
+    tcp: &TenantControlPlane,
+    built: &BuiltAuthentication,
+) -> Option<(&'static str, String)> {
+    let name = built.config_map.name_any();
+    let rendered = format!(
+        "{} JWT authenticator(s) rendered into ConfigMap {name} (kube-apiserver --authentication-config)",
+        built.authenticators
+    );
+    let mut problems = Vec::new();
+    if !built.conflicts.is_empty() {
+        problems.push(format!(
+            "left out the JWT authenticator(s) whose issuer URL equals the service-account issuer (kube-apiserver refuses that): {}",
+            built.conflicts.join(", ")
+        ));
+    }
+    if !built.oidc_dropped.is_empty() {
+        problems.push(format!(
+            "dropped extraArgs.apiServer {} (kube-apiserver refuses --oidc-* flags with --authentication-config)",
+            built.oidc_dropped.join(", ")
+        ));
+    }
+    let reason = match (built.conflicts.is_empty(), built.oidc_dropped.is_empty()) {
+        (true, true) => {
+            conditions.set(AUTHENTICATION_CONFIGURED, Some(true), "Rendered", rendered);
+            return None;
+        }
+        (false, _) => SERVICE_ACCOUNT_ISSUER_CONFLICT,
+        (true, false) => OIDC_FLAGS_DROPPED,
+    };
+    let message = format!("{rendered}; {}", problems.join("; "));
+    let known = tcp.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == AUTHENTICATION_CONFIGURED
+                && c.status == "False"
+                && c.reason == reason
+                && c.message == message
+        })
+    });
+    conditions.set(AUTHENTICATION_CONFIGURED, Some(false), reason, message.clone());
+    (!known).then_some((reason, message))
 }
 
 /// `status.kubernetesResources` from the applied Deployment; the summary's `lastUpdate` moves only

@@ -99,6 +99,7 @@ fn version_and_extra_args_conditions() {
             dropped: vec!["--secure-port=1".into(), "--v=2".into()],
         },
         None,
+        &[],
     );
     let set = c.into_vec();
     let version = condition(&set, VERSION_ACCEPTED);
@@ -131,6 +132,7 @@ fn version_and_extra_args_conditions() {
             dropped: Vec::new(),
         },
         Some(&konnectivity),
+        &[],
     );
     let set = c.into_vec();
     assert_eq!(
