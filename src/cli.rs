@@ -61,6 +61,8 @@ pub enum Command {
     JoinToken(client::join_token::JoinTokenArgs),
     /// Client: get an operation, or wait until it is done.
     Op(client::op::OpArgs),
+    /// Client: the kubectl exec credential plugin downloaded kubeconfigs run (prints an ExecCredential).
+    Credential(client::credential::CredentialArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completion(client::CompletionArgs),
 }
@@ -125,6 +127,7 @@ impl Cli {
             Command::Kubeconfig(args) => return client::exit(args.run().await),
             Command::JoinToken(args) => return client::exit(args.run().await),
             Command::Op(args) => return client::exit(args.run().await),
+            Command::Credential(args) => return args.run().await,
             Command::Completion(args) => {
                 args.run(&mut Cli::command());
                 Ok(())

@@ -5,7 +5,10 @@ use std::time::Duration;
 use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 
-use super::error::{ApiProblem, ClientError, Result};
+use super::{
+    credential::IssuedCredential,
+    error::{ApiProblem, ClientError, Result},
+};
 use crate::{
     secret::Secret,
     service::model::{Accepted, ControlPlane, ControlPlanePage, CreatedJoinToken, Operation, Viewer},
@@ -186,6 +189,22 @@ impl Api {
         self.json(
             Method::POST,
             &["tenants", tenant, "control-planes", cp, "join-tokens"],
+            &[],
+            Some(body),
+        )
+        .await
+    }
+
+    /// `POST /tenants/{t}/control-planes/{id or name}/credentials`: a short-lived control-plane token.
+    pub async fn credential(
+        &self,
+        tenant: &str,
+        cp: &str,
+        body: &serde_json::Value,
+    ) -> Result<IssuedCredential> {
+        self.json(
+            Method::POST,
+            &["tenants", tenant, "control-planes", cp, "credentials"],
             &[],
             Some(body),
         )

@@ -1,8 +1,10 @@
 //! The client commands of the `tenantplane` binary: they talk to a Tenantplane server's REST API
-//! (`login`, `cp`, `kubeconfig`, `join-token`, `op`, `completion`). Exit codes: [`error::EXIT_CODES`].
+//! (`login`, `cp`, `kubeconfig`, `join-token`, `op`, `credential`, `completion`).
+//! Exit codes: [`error::EXIT_CODES`].
 
 pub mod config;
 pub mod cp;
+pub mod credential;
 pub mod error;
 pub mod fs;
 pub mod http;
