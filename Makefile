@@ -19,6 +19,7 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## kubemark for the banner's "join a node" line.
 run: deps
 	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_KONNECTIVITY_VERSION= TENANTPLANE_SCHEMATHESIS_VERSION= TENANTPLANE_TS_CLIENT= TENANTPLANE_WEB_VENDOR= scripts/test-env build >/dev/null
+	$(CARGO) build --release --bin tenantplane
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check

@@ -232,6 +232,7 @@ fn ctx(
             audience: auth.audience.clone(),
             external: external_issuers(auth)?,
             verifying_keys: Default::default(),
+            cluster: Default::default(),
         },
         versions,
         placement: Default::default(),
@@ -273,9 +274,41 @@ async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The HTTPS listener of `--tls-listen`, bound, with its address.
+struct BoundTls {
+    listener: api::tls::TlsListener,
+    addr: std::net::SocketAddr,
+}
+
+impl BoundTls {
+    fn local_addr_text(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+/// Binds `--tls-listen` with `--tls-cert-file`/`--tls-key-file` (none without `--tls-listen`).
+async fn tls_listener(args: &ServeArgs) -> anyhow::Result<Option<BoundTls>> {
+    let Some(at) = args.tls_listen else {
+        return Ok(None);
+    };
+    let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_key_file) else {
+        anyhow::bail!("--tls-listen needs --tls-cert-file and --tls-key-file");
+    };
+    let cert = std::fs::read(cert).with_context(|| format!("read {}", cert.display()))?;
+    let key = std::fs::read(key).with_context(|| format!("read {}", key.display()))?;
+    let config = api::tls::server_config(&cert, &key).map_err(anyhow::Error::msg)?;
+    let tcp = tokio::net::TcpListener::bind(at)
+        .await
+        .with_context(|| format!("bind {at}"))?;
+    let addr = tcp.local_addr()?;
+    let listener = api::tls::TlsListener::new(tcp, Arc::new(config))?;
+    Ok(Some(BoundTls { listener, addr }))
+}
+
 /// `tenantplane worker`.
-async fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+async fn worker(mut args: WorkerArgs) -> anyhow::Result<()> {
     args.worker.validate().map_err(anyhow::Error::msg)?;
+    args.worker.issuer = args.issuer.issuer(None).map_err(anyhow::Error::msg)?;
     let (pool, _local) = connect(&args.db).await?;
     if args.migrate {
         store::MIGRATOR.run(&pool).await.context("run migrations")?;
@@ -368,6 +401,22 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("bind {}", args.listen))?;
     let addr = listener.local_addr()?;
+    let tls = tls_listener(&args).await?;
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let default_issuer = tls
+        .as_ref()
+        .map(|l| format!("https://{}/credentials", l.local_addr_text()));
+    let issuer = args.issuer.issuer(default_issuer).map_err(anyhow::Error::msg)?;
+    ctx.tokens.cluster = crate::auth::ClusterCredentialSettings {
+        issuer: issuer.clone(),
+        api_url: format!("{}/api/v1", public_url.trim_end_matches('/')),
+        exec_command: args.kubeconfig_exec_command.clone(),
+    };
+    let mut worker_settings = args.worker.clone();
+    worker_settings.issuer = issuer;
     let kube = crate::k8s::client(args.kubeconfig.as_deref()).await;
     let worker_metrics = WorkerMetrics::default();
     let background = if args.with_worker {
@@ -378,7 +427,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         let worker = Arc::new(Worker::new(
             ctx.db.clone(),
             kube,
-            args.worker.clone(),
+            worker_settings,
             worker_metrics.clone(),
         ));
         Some(tokio::spawn(async move {
@@ -393,10 +442,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         ctx,
         kube.ok(),
         api::AppSettings {
-            public_url: args
-                .public_url
-                .clone()
-                .unwrap_or_else(|| format!("http://{addr}")),
+            public_url,
             max_body_bytes: args.max_body_bytes,
             graphql: args.graphql.clone(),
             metrics: Arc::new(api::metrics::Metrics::new(|registry| {
@@ -412,7 +458,19 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
+    let tls_task = tls.map(|tls| {
+        println!("tenantplane serving on https://{}", tls.local_addr_text());
+        let router = app.router();
+        tokio::spawn(async move {
+            if let Err(err) = api::serve_tls(router, tls.listener, crate::runtime::shutdown_signal()).await {
+                tracing::error!("the HTTPS listener stopped: {err}");
+            }
+        })
+    });
     app.serve(listener, crate::runtime::shutdown_signal()).await?;
+    if let Some(task) = tls_task {
+        task.abort();
+    }
     if let Some(task) = background {
         task.abort();
     }

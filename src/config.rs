@@ -45,12 +45,87 @@ pub struct AuthArgs {
     pub oidc_issuers_file: Option<PathBuf>,
 }
 
+/// Tenantplane's credential issuer, which every tenant kube-apiserver trusts: `serve` signs cluster
+/// credentials as it and serves its discovery; the worker writes it into each TenantControlPlane.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct IssuerArgs {
+    /// `https://` URL of the credential issuer as tenant kube-apiservers reach it, with a path
+    /// (discovery is served at `<url>/.well-known/openid-configuration`). Default with `--tls-listen`:
+    /// `https://<tls-listen>/credentials`. Unset: no cluster credentials.
+    #[arg(long, env = "TENANTPLANE_CREDENTIAL_ISSUER_URL")]
+    pub credential_issuer_url: Option<String>,
+    /// PEM file of the CA that verifies the issuer's TLS certificate (given to tenant kube-apiservers);
+    /// unset: their system roots.
+    #[arg(long, env = "TENANTPLANE_CREDENTIAL_ISSUER_CA_FILE")]
+    pub credential_issuer_ca_file: Option<PathBuf>,
+}
+
+impl IssuerArgs {
+    /// The issuer, with `default_url` when none is set; checks the URL.
+    pub fn issuer(
+        &self,
+        default_url: Option<String>,
+    ) -> Result<Option<crate::translate::ClusterIssuer>, String> {
+        let Some(url) = self.credential_issuer_url.clone().or(default_url) else {
+            return Ok(None);
+        };
+        check_issuer_url(&url)?;
+        let certificate_authority = match &self.credential_issuer_ca_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("--credential-issuer-ca-file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        Ok(Some(crate::translate::ClusterIssuer {
+            url,
+            certificate_authority,
+        }))
+    }
+}
+
+/// An issuer URL kube-apiserver accepts and that does not shadow the API's own discovery: `https://`,
+/// a host, a path other than `/`, no query or fragment.
+pub fn check_issuer_url(url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("https://").ok_or_else(|| {
+        format!("--credential-issuer-url {url:?} must start with https:// (kube-apiserver requires it)")
+    })?;
+    let path = crate::api::credential_issuer_path(url);
+    if rest.split('/').next().is_none_or(str::is_empty) || path.is_empty() || url.contains(['?', '#']) {
+        return Err(format!(
+            "--credential-issuer-url {url:?} needs a host and a path (e.g. https://tenantplane.example.com/credentials), and no query or fragment"
+        ));
+    }
+    Ok(())
+}
+
 /// Settings of `tenantplane serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Address the HTTP API listens on.
     #[arg(long, env = "TENANTPLANE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Address the same API listens on over HTTPS (needs `--tls-cert-file` and `--tls-key-file`): tenant
+    /// kube-apiservers fetch the credential issuer's discovery and keys here.
+    #[arg(long, env = "TENANTPLANE_TLS_LISTEN")]
+    pub tls_listen: Option<SocketAddr>,
+    /// PEM certificate chain of the HTTPS listener.
+    #[arg(long, env = "TENANTPLANE_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of the HTTPS listener.
+    #[arg(long, env = "TENANTPLANE_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+    /// The program downloaded kubeconfigs run as their exec credential plugin (`tenantplane`, found on
+    /// the user's PATH).
+    #[arg(
+        long,
+        env = "TENANTPLANE_KUBECONFIG_EXEC_COMMAND",
+        default_value = "tenantplane"
+    )]
+    pub kubeconfig_exec_command: String,
+    #[command(flatten)]
+    /// The credential issuer.
+    pub issuer: IssuerArgs,
     /// Public base URL (for OIDC discovery); default `http://<listen>`.
     #[arg(long, env = "TENANTPLANE_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -127,6 +202,9 @@ pub struct WorkerArgs {
     #[command(flatten)]
     /// Worker settings.
     pub worker: crate::worker::WorkerSettings,
+    #[command(flatten)]
+    /// The credential issuer written into each TenantControlPlane.
+    pub issuer: IssuerArgs,
 }
 
 /// Settings of `tenantplane controller`.

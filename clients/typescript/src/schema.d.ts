@@ -251,6 +251,101 @@ export interface paths {
         patch: operations["update_control_plane"];
         trace?: never;
     };
+    "/tenants/{tenant}/control-planes/{id}/admin-kubeconfig": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The `system:masters` admin kubeconfig of a control plane, for break-glass (platform admin only):
+         *     a client certificate that no Tenantplane token revocation stops. Audited as
+         *     `control-plane.break-glass-kubeconfig`. Tenants use `…/kubeconfig` instead.
+         */
+        get: operations["admin_kubeconfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/control-planes/{id}/authenticators": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A control plane's authenticators, oldest first, each `pending`, `active` or `failed` as its tenant
+         *     API server reports (tenant admin).
+         */
+        get: operations["list_authenticators"];
+        put?: never;
+        /**
+         * Adds a JWT authenticator (a tenant's own identity provider) to a control plane (tenant admin): its
+         *     tenant API server trusts that issuer too, after Tenantplane's, once it reloads its configuration (no
+         *     restart; within about a minute). The body is the API server's own `JWTAuthenticator`
+         *     (`apiserver.config.k8s.io/v1`). Refused with 422 naming the field: a non-https URL, CEL that does
+         *     not parse or reads anything but `claims` (`user` in userValidationRules), a `system:` (or, for users,
+         *     `tenantplane:`) prefix, a bad CA bundle. 409 for an issuer the control plane already trusts, or
+         *     beyond 15 authenticators. Starts `pending`; `active` once the API server runs it.
+         */
+        post: operations["create_authenticator"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/control-planes/{id}/authenticators/{authenticatorId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One authenticator of a control plane (tenant admin). */
+        get: operations["get_authenticator"];
+        put?: never;
+        post?: never;
+        /**
+         * Removes an authenticator (tenant admin): its tokens stop working once the tenant API server reloads
+         *     its configuration (no restart; within about a minute). Audited.
+         */
+        delete: operations["delete_authenticator"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/control-planes/{id}/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchanges the caller's Tenantplane token for a short-lived credential of one tenant cluster (tenant
+         *     viewer or above): an ES256 JWT whose audience is this control plane alone, carrying the caller's
+         *     subject and role, which the tenant API server maps to `tenantplane:<subject>` in group
+         *     `tenantplane:admins`, `tenantplane:members` or `tenantplane:viewers` (bound to `cluster-admin`,
+         *     `edit` and `view`). Revoking the caller's token stops new credentials at once; a credential already
+         *     handed out lasts until its expiry. Audited as `control-plane.credential` (never the token).
+         */
+        post: operations["create_credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tenants/{tenant}/control-planes/{id}/join-tokens": {
         parameters: {
             query?: never;
@@ -315,9 +410,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
-         *     private key: `Cache-Control: no-store`. Its cluster, user and current context are all named
-         *     `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control planes merge.
+         * The kubeconfig of a control plane that has served (tenant viewer or above); 409 until then, or when
+         *     this server has no credential issuer. It holds the cluster's address and CA and no secret at all:
+         *     its user runs `tenantplane credential` (a client-go exec plugin), which exchanges the caller's
+         *     Tenantplane token for a short-lived credential (`POST …/credentials`). Its cluster, user and current
+         *     context are all named `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control
+         *     planes merge. Audited as `control-plane.kubeconfig`.
          */
         get: operations["kubeconfig"];
         put?: never;
@@ -570,6 +668,45 @@ export interface components {
             /** @description The kind of its target, e.g. `control-plane`. */
             targetKind: string;
         };
+        /** @description A tenant's own identity provider that a control plane's API server trusts, and whether it runs. */
+        Authenticator: {
+            /**
+             * Format: uuid
+             * @description The control plane.
+             */
+            controlPlaneId: string;
+            /**
+             * Format: date-time
+             * @description Added.
+             */
+            createdAt: string;
+            /** @description Who added it (`role:subject(tokenId)`). */
+            createdBy: string;
+            /**
+             * Format: uuid
+             * @description Id.
+             */
+            id: string;
+            /** @description Why it is pending or failed. */
+            message?: string | null;
+            /** @description The JWT authenticator, in the tenant kube-apiserver's own fields. */
+            spec: components["schemas"]["JwtAuthenticator"];
+            /**
+             * @description `pending` (not loaded yet), `active` (its tokens are accepted) or `failed` (the API server
+             *     refused it; see `message`), as the tenant API server reports.
+             */
+            state: components["schemas"]["AuthenticatorState"];
+        };
+        /** @description A control plane's authenticators, oldest first (the order its API server tries them in). */
+        AuthenticatorList: {
+            /** @description The authenticators. */
+            items: components["schemas"]["Authenticator"][];
+        };
+        /**
+         * @description Whether a tenant API server runs an authenticator.
+         * @enum {string}
+         */
+        AuthenticatorState: "pending" | "active" | "failed";
         /** @description A hard constraint that ruled DataStores out of a move. */
         BlockedBy: {
             /**
@@ -579,6 +716,49 @@ export interface components {
             count: number;
             /** @description The constraint. */
             reason: components["schemas"]["Reason"];
+        };
+        /** @description How claims map to the user. */
+        ClaimMappings: {
+            /** @description Extra attributes. */
+            extra?: components["schemas"]["ExtraMapping"][];
+            groups?: components["schemas"]["PrefixedClaimOrExpression"] | null;
+            uid?: components["schemas"]["ClaimOrExpression"] | null;
+            /** @description The user name. */
+            username: components["schemas"]["PrefixedClaimOrExpression"];
+        };
+        /** @description A claim, or a CEL expression. */
+        ClaimOrExpression: {
+            /** @description The claim to read. */
+            claim?: string | null;
+            /** @description A CEL expression over `claims`. */
+            expression?: string | null;
+        };
+        /** @description A rule on a token's claims. */
+        ClaimValidationRule: {
+            /** @description A claim that must be present with `requiredValue`. */
+            claim?: string | null;
+            /** @description A CEL expression over `claims` that must be true. */
+            expression?: string | null;
+            /** @description What a refused token is told (with `expression`). */
+            message?: string | null;
+            /** @description The value `claim` must have. */
+            requiredValue?: string | null;
+        };
+        /** @description A short-lived credential for one tenant cluster: a JWT its API server accepts. */
+        ClusterCredential: {
+            /** @description Its audience, `tenantplane:cp:<control plane id>`: no other control plane accepts it. */
+            audience: string;
+            /**
+             * Format: date-time
+             * @description When the tenant API server stops accepting it.
+             */
+            expiresAt: string;
+            /** @description The groups it sees: `tenantplane:admins`, `tenantplane:members` or `tenantplane:viewers`. */
+            groups: string[];
+            /** @description The bearer token (ES256 JWT) for the tenant API server: shown only here. */
+            token: string;
+            /** @description The user name the tenant API server sees, `tenantplane:<subject>`. */
+            username: string;
         };
         /** @description A status condition as the cluster reports it (`metav1.Condition`). */
         Condition: {
@@ -724,6 +904,14 @@ export interface components {
             /** @description Size class (default small). */
             sizeClass?: components["schemas"]["SizeClass"];
         } & (unknown & unknown);
+        /** @description Body of `POST /tenants/{tenant}/control-planes/{id}/credentials`. */
+        CreateCredential: {
+            /**
+             * Format: int64
+             * @description Lifetime in seconds, 60 to 3600; default 900 (15 minutes).
+             */
+            ttlSeconds?: number | null;
+        };
         /** @description Body of `POST /datastores`. */
         CreateDataStore: {
             /** @description CA identity (etcd). */
@@ -929,6 +1117,13 @@ export interface components {
             /** @description These offloaded resources (`<group>/<resource>`). */
             overrides: string[];
         };
+        /** @description One extra attribute of the user. */
+        ExtraMapping: {
+            /** @description A domain-prefixed lower-case key, e.g. `example.com/team`. */
+            key: string;
+            /** @description A CEL expression over `claims` giving a string or a list of strings. */
+            valueExpression: string;
+        };
         /** @description One invalid field and what is wrong with it. */
         FieldError: {
             /** @description JSON path of the field, e.g. `kubernetesVersion`. */
@@ -957,6 +1152,33 @@ export interface components {
         JoinTokenList: {
             /** @description The tokens. */
             items: components["schemas"]["JoinToken"][];
+        };
+        /** @description One JWT issuer the tenant kube-apiserver trusts (`jwt[]` of the AuthenticationConfiguration). */
+        JwtAuthenticator: {
+            /** @description How claims become the user's name, groups, uid and extra attributes. */
+            claimMappings: components["schemas"]["ClaimMappings"];
+            /** @description Rules every token's claims must pass (a claim with a required value, or a CEL expression). */
+            claimValidationRules?: components["schemas"]["ClaimValidationRule"][];
+            /** @description Where the tokens come from and whom they are for. */
+            issuer: components["schemas"]["JwtIssuer"];
+            /** @description CEL rules the mapped user must pass. */
+            userValidationRules?: components["schemas"]["UserValidationRule"][];
+        };
+        /** @description The issuer of a JWT authenticator. */
+        JwtIssuer: {
+            /** @description `MatchAny` when several audiences are listed. */
+            audienceMatchPolicy?: string | null;
+            /** @description Accepted `aud` values (at least one). */
+            audiences: string[];
+            /** @description PEM bundle that verifies the issuer's TLS certificate (discovery and JWKS). */
+            certificateAuthority?: string | null;
+            /** @description Where discovery is fetched from instead of `<url>/.well-known/openid-configuration`. */
+            discoveryURL?: string | null;
+            /**
+             * @description The exact `iss` of the tokens; an `https://` URL. (Its bounded length keeps the CEL cost of
+             *     the list's uniqueness rule within the API server's budget.)
+             */
+            url: string;
         };
         /**
          * @description Body of `POST /tenants/{tenant}/tokens`.
@@ -1106,6 +1328,15 @@ export interface components {
             items: components["schemas"]["Pool"][];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             nextCursor?: string | null;
+        };
+        /** @description A claim with a prefix, or a CEL expression. */
+        PrefixedClaimOrExpression: {
+            /** @description The claim to read. */
+            claim?: string | null;
+            /** @description A CEL expression over `claims`. */
+            expression?: string | null;
+            /** @description Prepended to the claim's value (required with `claim`; may be empty). */
+            prefix?: string | null;
         };
         /** @description A problem document. */
         Problem: {
@@ -1362,6 +1593,13 @@ export interface components {
             count: number;
             /** @description The first users (at most 10), by name: control planes as `tenant/name`, DataStores by name. */
             items: string[];
+        };
+        /** @description A rule on the mapped user. */
+        UserValidationRule: {
+            /** @description A CEL expression over `user` that must be true. */
+            expression: string;
+            /** @description What a refused user is told. */
+            message?: string | null;
         };
         /** @description Caller identity. */
         Viewer: {
@@ -4287,6 +4525,731 @@ export interface operations {
                 };
             };
             /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    admin_kubeconfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description kubeconfig YAML with a client key */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/yaml": string;
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not a platform admin */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_authenticators: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthenticatorList"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_authenticator: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JwtAuthenticator"];
+            };
+        };
+        responses: {
+            /** @description Added; pending until the tenant API server loads it */
+            201: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Authenticator"];
+                };
+            };
+            /** @description Malformed JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The issuer is trusted already, or the control plane has 15 authenticators */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_authenticator: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+                /** @description The authenticator's id */
+                authenticatorId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Authenticator"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_authenticator: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+                /** @description The authenticator's id */
+                authenticatorId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCredential"];
+            };
+        };
+        responses: {
+            /** @description Minted; the only time the token is shown */
+            201: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterCredential"];
+                };
+            };
+            /** @description Malformed JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description This server has no credential issuer */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unavailable */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::{
     api,
-    auth::{TokenSettings, keys::ServerKey},
+    auth::{ClusterCredentialSettings, TokenSettings, keys::ServerKey},
     controller::{ControllerSettings, metrics::Metrics},
     domain::Role,
     k8s::crd::DataStore,
@@ -26,7 +26,7 @@ use crate::{
     runner::{Runner, RunnerSettings},
     service::{self, Ctx},
     store,
-    translate::TenantAddress,
+    translate::{ClusterIssuer, TenantAddress},
     worker::{Worker, WorkerMetrics, WorkerSettings},
 };
 
@@ -165,8 +165,18 @@ async fn start_pool_etcd(
     Ok(datastore)
 }
 
-/// The service context of `dev up`: a fresh server key, the default settings.
-fn dev_ctx(db: &sqlx::PgPool) -> anyhow::Result<Ctx> {
+/// The program the demo's kubeconfigs run as their credential plugin: the `tenantplane` binary next to
+/// this one when it is built (`make run` builds it), else `tenantplane` on the PATH.
+fn exec_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("tenantplane"))
+        .filter(|p| p.is_file())
+        .map_or_else(|| "tenantplane".into(), |p| p.display().to_string())
+}
+
+/// The service context of `dev up`: a fresh server key, the local credential issuer, the default settings.
+fn dev_ctx(db: &sqlx::PgPool, url: &str, issuer: &ClusterIssuer) -> anyhow::Result<Ctx> {
     Ok(Ctx {
         db: db.clone(),
         server_key: Arc::new(
@@ -177,6 +187,11 @@ fn dev_ctx(db: &sqlx::PgPool) -> anyhow::Result<Ctx> {
             audience: "tenantplane".into(),
             external: Default::default(),
             verifying_keys: Default::default(),
+            cluster: ClusterCredentialSettings {
+                issuer: Some(issuer.clone()),
+                api_url: format!("{url}/api/v1"),
+                exec_command: exec_command(),
+            },
         },
         versions: Default::default(),
         placement: Default::default(),
@@ -184,12 +199,13 @@ fn dev_ctx(db: &sqlx::PgPool) -> anyhow::Result<Ctx> {
     })
 }
 
-/// Spawns `serve` (the HTTP API) on `listener`.
+/// Spawns `serve` (the HTTP API) on `listener`, and the same router over HTTPS on `tls`.
 fn spawn_serve(
     ctx: Ctx,
     client: &kube::Client,
     url: &str,
     listener: tokio::net::TcpListener,
+    tls: localenv::issuer::LocalIssuer,
 ) -> tokio::task::JoinHandle<()> {
     let app = api::App::build(
         ctx,
@@ -199,6 +215,12 @@ fn spawn_serve(
             ..Default::default()
         },
     );
+    let router = app.router();
+    tokio::spawn(async move {
+        if let Err(err) = api::serve_tls(router, tls.listener, std::future::pending()).await {
+            tracing::error!("serve (HTTPS) stopped: {err}");
+        }
+    });
     tokio::spawn(async move {
         if let Err(err) = app.serve(listener, std::future::pending()).await {
             tracing::error!("serve stopped: {err}");
@@ -207,13 +229,14 @@ fn spawn_serve(
 }
 
 /// The sync worker of `dev up`: fast polling, tenants on loopback addresses.
-fn dev_worker(db: &sqlx::PgPool, client: &kube::Client) -> Arc<Worker> {
+fn dev_worker(db: &sqlx::PgPool, client: &kube::Client, issuer: &ClusterIssuer) -> Arc<Worker> {
     Arc::new(Worker::new(
         db.clone(),
         client.clone(),
         WorkerSettings {
             poll_ms: 100,
             tenant_address: TenantAddress::Loopback,
+            issuer: Some(issuer.clone()),
             ..WorkerSettings::default()
         },
         WorkerMetrics::default(),
@@ -362,10 +385,12 @@ impl DevStack {
             p,
             "starting serve, the worker, the controllers and the pod-less runner",
         );
-        let ctx = dev_ctx(&db)?;
         let url = format!("http://{}", listener.local_addr()?);
-        let mut tasks = vec![spawn_serve(ctx.clone(), &client, &url, listener)];
-        let worker = dev_worker(&db, &client);
+        let tls = localenv::issuer::start().await?;
+        let issuer = tls.issuer.clone();
+        let ctx = dev_ctx(&db, &url, &issuer)?;
+        let mut tasks = vec![spawn_serve(ctx.clone(), &client, &url, listener, tls)];
+        let worker = dev_worker(&db, &client, &issuer);
         tasks.push(spawn_worker(&worker));
         tasks.push(spawn_controllers(&client));
         let runner = Runner::start(client.clone(), RunnerSettings::new(dir.join("pods")))?;
@@ -445,13 +470,16 @@ impl DevStack {
              Demo tenant token ({DEMO_TENANT}, tenant-member): {}\n\
              Create a control plane:\n  {}\n\
              Watch it: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes -H 'authorization: Bearer {}'\n\
-             Its kubeconfig, once Ready: curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}'\n\
+             Its kubeconfig, once Ready (no secret in it: kubectl runs `tenantplane credential`, which uses TENANTPLANE_TOKEN):\n  \
+             curl -s {u}/api/v1/tenants/{DEMO_TENANT}/control-planes/<id>/kubeconfig -H 'authorization: Bearer {}' > demo.kubeconfig\n  \
+             TENANTPLANE_TOKEN={} KUBECONFIG=demo.kubeconfig {kubectl} auth whoami\n\
              {}\
              Management cluster (admin): KUBECONFIG={} {kubectl} get tcp -A\n\
              Scratch directory: {} (removed on Ctrl-C)\n",
             self.admin_token,
             self.demo_token,
             self.create_command(),
+            self.demo_token,
             self.demo_token,
             self.demo_token,
             self.join_lines(),

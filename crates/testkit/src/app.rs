@@ -34,6 +34,10 @@ pub struct TestAppOptions {
     pub external: ExternalIssuers,
     /// The app's knobs (public URL, body limit, GraphQL settings, metrics).
     pub settings: AppSettings,
+    /// An HTTPS listener and the credential issuer it serves (none: no cluster credentials).
+    pub credential_issuer: Option<(api::tls::TlsListener, crate::translate::ClusterIssuer)>,
+    /// What downloaded kubeconfigs run as their exec plugin.
+    pub exec_command: String,
 }
 
 impl std::fmt::Debug for TestAppOptions {
@@ -65,6 +69,8 @@ impl TestAppOptions {
                 rate_limits: api::limits::RateLimitSettings::OFF,
                 ..Default::default()
             },
+            credential_issuer: None,
+            exec_command: "tenantplane".into(),
         }
     }
 }
@@ -80,6 +86,8 @@ pub struct TestApp {
     pub ctx: Ctx,
     /// A platform-admin token.
     pub admin: String,
+    /// The credential issuer it serves over HTTPS, if any.
+    pub issuer: Option<crate::translate::ClusterIssuer>,
 }
 
 /// Starts the production app with `options`: connects and migrates the database, builds the context
@@ -102,14 +110,33 @@ pub async fn spawn(options: TestAppOptions) -> anyhow::Result<TestApp> {
             audience: options.audience,
             external: options.external,
             verifying_keys: Default::default(),
+            cluster: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),
         limits: Default::default(),
     };
-    let app = api::App::build(ctx.clone(), options.kube, options.settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    let (tls, issuer) = match options.credential_issuer {
+        Some((tls, issuer)) => (Some(tls), Some(issuer)),
+        None => (None, None),
+    };
+    let mut ctx = ctx;
+    ctx.tokens.cluster = crate::auth::ClusterCredentialSettings {
+        issuer: issuer.clone(),
+        api_url: format!("http://{addr}/api/v1"),
+        exec_command: options.exec_command,
+    };
+    let app = api::App::build(ctx.clone(), options.kube, options.settings);
+    if let Some(tls) = tls {
+        let router = app.router();
+        tokio::spawn(async move {
+            if let Err(err) = api::serve_tls(router, tls, std::future::pending()).await {
+                panic!("the test app stopped serving HTTPS: {err}");
+            }
+        });
+    }
     tokio::spawn(async move {
         if let Err(err) = app.serve(listener, std::future::pending()).await {
             panic!("the test app stopped serving: {err}");
@@ -124,6 +151,7 @@ pub async fn spawn(options: TestAppOptions) -> anyhow::Result<TestApp> {
         addr,
         ctx,
         admin,
+        issuer,
     })
 }
 

@@ -5,7 +5,7 @@
 //! The server and controller crates use it as a dev-dependency in their unit tests too: the fixture's
 //! type is `tenantplane-crd`'s, which both sides link once.
 
-use tenantplane_core::domain;
+use tenantplane_core::{domain, translate};
 use tenantplane_crd as k8s;
 use tenantplane_server::{api, auth, service, store};
 

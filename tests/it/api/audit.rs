@@ -185,15 +185,16 @@ async fn a_kubeconfig_download_is_audited_with_who_and_which_but_not_the_kubecon
     let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
     let path = format!("/api/v1/tenants/{slug}/control-planes/{id}/kubeconfig");
 
-    // Refused downloads (not served yet; a viewer) record nothing.
+    // Refused downloads (not served yet; another tenant's admin) record nothing.
     assert_eq!(
         app.call(Method::GET, &path, Some(&member), None).await.status,
         StatusCode::CONFLICT
     );
-    let viewer = app.token(&slug, "tenant-viewer").await;
+    let other = app.tenant("auditkc-other").await;
+    let intruder = app.token(&other, "tenant-admin").await;
     assert_eq!(
-        app.call(Method::GET, &path, Some(&viewer), None).await.status,
-        StatusCode::FORBIDDEN
+        app.call(Method::GET, &path, Some(&intruder), None).await.status,
+        StatusCode::NOT_FOUND
     );
     let none = audit(&app, &slug, &member, "?action=control-plane.kubeconfig").await;
     assert_eq!(none.body["items"], json!([]));
@@ -202,7 +203,7 @@ async fn a_kubeconfig_download_is_audited_with_who_and_which_but_not_the_kubecon
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
         "metadata": {"name": "k-admin-kubeconfig", "ownerReferences": [{"apiVersion": "kamaji.clastix.io/v1alpha1",
             "kind": "TenantControlPlane", "name": "k", "uid": uid}]},
-        "stringData": {"admin.conf": "apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {client-key-data: c2VjcmV0}}]\n"}
+        "stringData": {"admin.conf": "apiVersion: v1\nkind: Config\nclusters: [{name: k, cluster: {server: 'https://10.0.0.1:6443'}}]\nusers: [{name: admin, user: {client-key-data: c2VjcmV0}}]\n"}
     }))
     .unwrap();
     kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)

@@ -67,7 +67,37 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
         ),
         (
             ("GET", "/tenants/{tenant}/control-planes/{id}/kubeconfig"),
-            Tenant(Role::TenantMember),
+            Tenant(Role::TenantViewer),
+        ),
+        (
+            ("POST", "/tenants/{tenant}/control-planes/{id}/credentials"),
+            Tenant(Role::TenantViewer),
+        ),
+        (
+            ("GET", "/tenants/{tenant}/control-planes/{id}/admin-kubeconfig"),
+            Platform,
+        ),
+        (
+            ("POST", "/tenants/{tenant}/control-planes/{id}/authenticators"),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
+            ("GET", "/tenants/{tenant}/control-planes/{id}/authenticators"),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
+            (
+                "GET",
+                "/tenants/{tenant}/control-planes/{id}/authenticators/{authenticatorId}",
+            ),
+            Tenant(Role::TenantAdmin),
+        ),
+        (
+            (
+                "DELETE",
+                "/tenants/{tenant}/control-planes/{id}/authenticators/{authenticatorId}",
+            ),
+            Tenant(Role::TenantAdmin),
         ),
         (
             ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens"),
@@ -294,6 +324,7 @@ fn concrete(f: &Fixture, template: &str) -> String {
             .replace("{id}", id)
             .replace("{token}", &f.token_id)
             .replace("{tokenId}", "abc123")
+            .replace("{authenticatorId}", "00000000-0000-0000-0000-000000000001")
             .replace("{name}", name)
     )
 }
@@ -314,6 +345,11 @@ fn body(method: &str, template: &str) -> Option<Value> {
         ("POST", "/tenants/{tenant}/control-planes/{id}/join-tokens") => {
             Some(json!({"ttlSeconds": 600, "description": "matrix"}))
         }
+        ("POST", "/tenants/{tenant}/control-planes/{id}/credentials") => Some(json!({"ttlSeconds": 600})),
+        ("POST", "/tenants/{tenant}/control-planes/{id}/authenticators") => Some(json!({
+            "issuer": {"url": "https://idp.example.com", "audiences": ["a"]},
+            "claimMappings": {"username": {"claim": "email", "prefix": "idp:"}},
+        })),
         ("POST", "/pools") => Some(json!({"name": super::super::support::unique("pool")})),
         ("POST", "/datastores") => Some(datastore_body(&super::super::support::unique("ds"))),
         ("POST", "/placements:simulate") => Some(json!({"sizeClass": "small"})),

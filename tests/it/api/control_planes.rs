@@ -577,7 +577,8 @@ async fn kubeconfig_is_409_until_ready_then_comes_from_the_secret_the_row_names(
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
     assert_eq!(ready.headers["content-type"], "application/yaml");
     assert_eq!(ready.headers["cache-control"], "no-store");
-    // Kamaji's names become one name unique per tenant and control plane; nothing else changes.
+    // The cluster of the admin kubeconfig under one name unique per tenant and control plane, and a user
+    // that runs the credential plugin: no key, no certificate, no token.
     let name = format!("tenantplane_{slug}_k");
     let served: serde_yaml::Value = serde_yaml::from_str(&ready.text).unwrap();
     let expected: serde_yaml::Value = serde_yaml::from_str(&format!(
@@ -588,20 +589,37 @@ clusters:
   cluster: {{certificate-authority-data: Q0E=, server: 'https://10.0.0.1:6443'}}
 users:
 - name: {name}
-  user: {{client-certificate-data: Q0VSVA==, client-key-data: S0VZ}}
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: {}
+      args: [credential, --url, '{}/api/v1', --tenant, {slug}, --control-plane, {id}]
+      interactiveMode: Never
+      provideClusterInfo: false
 contexts:
 - name: {name}
   context: {{cluster: {name}, user: {name}}}
 current-context: {name}
-"
+",
+        env!("CARGO_BIN_EXE_tenantplane"),
+        app.base
     ))
     .unwrap();
     assert_eq!(served, expected, "{}", ready.text);
+    // A viewer gets the same: what it may do is decided by its credential's group.
     let viewer = app.token(&slug, "tenant-viewer").await;
-    assert_eq!(
-        app.call(Method::GET, &path, Some(&viewer), None).await.status,
-        StatusCode::FORBIDDEN
-    );
+    let as_viewer = app.call(Method::GET, &path, Some(&viewer), None).await;
+    assert_eq!(as_viewer.status, StatusCode::OK, "{}", as_viewer.text);
+    assert_eq!(as_viewer.text, ready.text);
+    // The system:masters kubeconfig is break-glass: platform admins only.
+    let admin_path = format!("/api/v1/tenants/{slug}/control-planes/{id}/admin-kubeconfig");
+    let refused = app.call(Method::GET, &admin_path, Some(&member), None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+    let glass = app.call(Method::GET, &admin_path, Some(&app.admin), None).await;
+    assert_eq!(glass.status, StatusCode::OK, "{}", glass.text);
+    let glass: serde_yaml::Value = serde_yaml::from_str(&glass.text).unwrap();
+    assert_eq!(glass["users"][0]["user"]["client-key-data"], "S0VZ");
+    assert_eq!(glass["current-context"], format!("{name}_break-glass").as_str());
 
     // A Secret of that name not owned by the control plane's own TCP is not served.
     sqlx::query("update control_planes set tcp_uid = $2 where id = $1")
@@ -635,7 +653,20 @@ async fn kubeconfig_without_a_management_cluster_is_a_503_problem_once_served() 
         .execute(&app.ctx.db)
         .await
         .unwrap();
+    // A server without a credential issuer hands out no kubeconfig: tenant clusters would not accept it.
     let r = app.call(Method::GET, &path, Some(&member), None).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
+    assert!(
+        r.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no credential issuer"),
+        "{}",
+        r.text
+    );
+    // The break-glass route needs the management cluster.
+    let admin_path = format!("/api/v1/tenants/{slug}/control-planes/{id}/admin-kubeconfig");
+    let r = app.call(Method::GET, &admin_path, Some(&app.admin), None).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
     assert_eq!(r.headers["content-type"], "application/problem+json");
     assert_eq!(r.body["type"], "https://tenantplane.dev/problems/no-cluster");

@@ -2,6 +2,7 @@
 
 mod audit;
 pub mod auth_matrix;
+mod authenticators;
 mod contract;
 mod control_planes;
 mod cors;
@@ -34,6 +35,8 @@ pub struct App {
     pub ctx: Ctx,
     pub admin: String,
     pub http: reqwest::Client,
+    /// The credential issuer it serves over HTTPS (with a management cluster).
+    pub issuer: Option<tenantplane::translate::ClusterIssuer>,
 }
 
 /// Starts `serve`'s router on a fresh, migrated database, in this test's runtime.
@@ -77,6 +80,13 @@ pub async fn spawn_app_custom(
 ) -> App {
     tenantplane_devenv::localenv::install_crypto_provider();
     let mut options = app::TestAppOptions::new(support::fresh_database("api").await);
+    // With a management cluster, tenant clusters can run: serve the credential issuer over HTTPS, and
+    // let downloaded kubeconfigs run this build's `tenantplane credential`.
+    if kube.is_some() {
+        let tls = tenantplane_devenv::localenv::issuer::start().await.unwrap();
+        options.credential_issuer = Some((tls.listener, tls.issuer));
+        options.exec_command = env!("CARGO_BIN_EXE_tenantplane").into();
+    }
     options.kube = kube;
     options.external = external;
     settings(&mut options.settings);
@@ -94,6 +104,7 @@ pub async fn spawn_app_custom(
         ctx: test_app.ctx,
         admin: test_app.admin,
         http: reqwest::Client::new(),
+        issuer: test_app.issuer,
     }
 }
 

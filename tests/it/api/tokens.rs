@@ -269,6 +269,7 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
             audience: "tenantplane".into(),
             external: Default::default(),
             verifying_keys: Default::default(),
+            cluster: Default::default(),
         },
         versions: Default::default(),
         placement: Default::default(),

@@ -111,13 +111,15 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// `kubectl get --raw /version` through `context` of `kubeconfig`, again while the tenant apiserver
-/// does not answer yet (see `super::connected`); returns its gitVersion.
-async fn kubectl_version(kubeconfig: &Path, context: &str) -> String {
+/// `kubectl get --raw /version` through `context` of `kubeconfig`, with `env` for its credential plugin
+/// (`tenantplane credential` reads the login config under `HOME`, or `TENANTPLANE_TOKEN`), again while
+/// the tenant apiserver does not answer yet (see `super::connected`); returns its gitVersion.
+async fn kubectl_version(kubeconfig: &Path, context: &str, env: &[(&str, &str)]) -> String {
     let kubectl = tenantplane::runtime::assets::binary("kubectl").unwrap_or_else(|_| "kubectl".into());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = Command::new(&kubectl)
+            .envs(env.iter().copied())
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args([
@@ -311,8 +313,12 @@ async fn the_cli_creates_control_planes_of_two_tenants_and_kubectl_reaches_both_
         merged["clusters"][1]["cluster"]["server"], merged["clusters"][2]["cluster"]["server"],
         "two tenant clusters"
     );
-    for context in &contexts {
-        assert_eq!(kubectl_version(&cli.kubeconfig(), context).await, VERSION);
+    // Each context's credential plugin runs with that tenant's login: the config file's, or the token
+    // in the environment.
+    let home = cli.home.display().to_string();
+    let first = [("HOME", home.as_str())];
+    for (context, env) in contexts.iter().zip([&first[..], &other[..]]) {
+        assert_eq!(kubectl_version(&cli.kubeconfig(), context, env).await, VERSION);
     }
 
     // Without --merge the kubeconfig goes to stdout, named for the tenant and control plane.

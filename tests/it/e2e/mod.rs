@@ -6,6 +6,7 @@
 
 mod cli;
 mod etcd;
+mod identity;
 mod join_tokens;
 mod kine;
 mod konnectivity;
@@ -112,6 +113,7 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
             backoff_max_ms: 2000,
             resync_seconds: 3600.0,
             tenant_address: TenantAddress::Loopback,
+            issuer: app.issuer.clone(),
             ..WorkerSettings::default()
         },
         WorkerMetrics::default(),
@@ -471,8 +473,8 @@ impl Stack {
         }
     }
 
-    /// The admin kubeconfig through the API, as a kube client.
-    pub async fn tenant_client(&self, t: usize, id: &str) -> kube::Client {
+    /// The tenant's kubeconfig through the API (the exec-plugin one, the same over REST and GraphQL).
+    pub async fn kubeconfig(&self, t: usize, id: &str) -> String {
         let tenant = &self.tenants[t];
         let r = self
             .app
@@ -490,6 +492,25 @@ impl Stack {
         let data =
             crate::graphql::data(&self.app, &tenant.member, query, serde_json::json!({"id": gid})).await;
         assert_eq!(data["node"]["kubeconfig"].as_str(), Some(r.text.as_str()));
+        r.text
+    }
+
+    /// The break-glass admin kubeconfig (`system:masters`, platform admin), as a kube client.
+    pub async fn tenant_client(&self, t: usize, id: &str) -> kube::Client {
+        let tenant = &self.tenants[t];
+        let r = self
+            .app
+            .call(
+                Method::GET,
+                &format!(
+                    "/api/v1/tenants/{}/control-planes/{id}/admin-kubeconfig",
+                    tenant.slug
+                ),
+                Some(&self.app.admin),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
         let kubeconfig: kube::config::Kubeconfig = serde_yaml::from_str(&r.text).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await

@@ -204,7 +204,9 @@ async fn the_typescript_client_creates_a_control_plane_waits_on_its_operation_an
     let kubectl = tenantplane::runtime::assets::binary("kubectl").unwrap_or_else(|_| "kubectl".into());
     let deadline = Instant::now() + Duration::from_secs(30);
     let version: Value = loop {
+        // Its credential plugin (`tenantplane credential`) exchanges the member's token.
         let out = Command::new(&kubectl)
+            .env("TENANTPLANE_TOKEN", &tenant.member)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["get", "--raw", "/version", "--request-timeout=10s"])

@@ -111,6 +111,34 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
             ),
         ),
         (
+            "Mutation.createClusterCredential",
+            (
+                Tenant(Role::TenantViewer),
+                r#"mutation { createClusterCredential(input: {tenant: "$T", controlPlane: "$CP", ttlSeconds: 600}) { credential { audience } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.addAuthenticator",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"mutation { addAuthenticator(input: {tenant: "$T", controlPlane: "$CP", spec: {issuer: {url: "https://idp.example.com", audiences: ["a"]}, claimMappings: {username: {claim: "email", prefix: "idp:"}}}}) { authenticator { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.removeAuthenticator",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"mutation { removeAuthenticator(input: {tenant: "$T", controlPlane: "$CP", authenticatorId: "00000000-0000-0000-0000-000000000001"}) { authenticatorId userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Query.authenticators",
+            (
+                Tenant(Role::TenantAdmin),
+                r#"{ authenticators(tenant: "$T", controlPlane: "$CP") { id state } }"#,
+            ),
+        ),
+        (
             "Mutation.revokeJoinToken",
             (
                 Tenant(Role::TenantAdmin),

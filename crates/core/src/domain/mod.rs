@@ -1,5 +1,6 @@
 //! Domain rules: names, versions, roles and the shapes of a control-plane request. No I/O.
 
+pub mod authenticator;
 mod row;
 pub mod schema;
 

@@ -3,6 +3,8 @@
 //! No I/O here. The worker fetches the inputs and server-side-applies the result; the status watcher uses
 //! the label keys defined here to map a `TenantControlPlane` back to its row.
 
+mod authentication;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::{api::core::v1::ResourceRequirements, apimachinery::pkg::api::resource::Quantity};
@@ -19,6 +21,7 @@ use crate::{
 };
 
 pub use crate::k8s::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY, SELECTOR};
+pub use authentication::*;
 
 /// Label: the owning tenant's id.
 pub const LABEL_TENANT: &str = "tenantplane.io/tenant";
@@ -176,6 +179,7 @@ pub fn spec(row: &ControlPlaneRow, placement: &Placement) -> TenantControlPlaneS
             ..NetworkProfile::default()
         }),
         addons: Some(addons(&row.addons)),
+        authentication: None,
     }
 }
 
@@ -218,24 +222,34 @@ pub fn translate(
         placement,
         tenant_slug,
         namespace_template,
-        TenantAddress::None,
+        &Rendering::default(),
     )
 }
 
-/// [`translate`] with the tenant address chosen by `address`.
+/// What the worker's settings add to every rendered TenantControlPlane.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendering {
+    /// How `networkProfile.address` is chosen.
+    pub address: TenantAddress,
+    /// Tenantplane's credential issuer, written as the first JWT authenticator (none: no `spec.authentication`).
+    pub issuer: Option<ClusterIssuer>,
+}
+
+/// [`translate`] with the worker's [`Rendering`] settings.
 pub fn translate_with(
     row: &ControlPlaneRow,
     placement: &Placement,
     tenant_slug: &str,
     namespace_template: &str,
-    address: TenantAddress,
+    rendering: &Rendering,
 ) -> TenantControlPlane {
     let mut spec = spec(row, placement);
-    if address == TenantAddress::Loopback
+    if rendering.address == TenantAddress::Loopback
         && let Some(np) = spec.network_profile.as_mut()
     {
         np.address = Some(loopback_address(row.id).to_string());
     }
+    spec.authentication = authentication::authentication(rendering.issuer.as_ref(), row.tenant_id, row.id);
     let mut tcp = TenantControlPlane::new(&row.name, spec);
     tcp.metadata = ObjectMeta {
         name: Some(row.name.clone()),

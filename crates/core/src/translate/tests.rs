@@ -155,12 +155,16 @@ fn size_classes_grow() {
 #[test]
 fn loopback_mode_gives_each_control_plane_a_stable_address_outside_127_0() {
     let r = row();
+    let loopback = Rendering {
+        address: TenantAddress::Loopback,
+        issuer: None,
+    };
     let tcp = translate_with(
         &r,
         &Placement::fallback(&r),
         "acme",
         DEFAULT_NAMESPACE_TEMPLATE,
-        TenantAddress::Loopback,
+        &loopback,
     );
     let address = tcp
         .spec
@@ -174,4 +178,33 @@ fn loopback_mode_gives_each_control_plane_a_stable_address_outside_127_0() {
     assert_eq!(loopback_address(r.id), ip);
     let plain = translate(&r, &Placement::fallback(&r), "acme", DEFAULT_NAMESPACE_TEMPLATE);
     assert_eq!(plain.spec.network_profile.and_then(|n| n.address), None);
+}
+
+#[test]
+fn with_an_issuer_the_tcp_trusts_it_first_for_its_own_audience_and_tenant() {
+    let r = row();
+    let rendering = Rendering {
+        address: TenantAddress::None,
+        issuer: Some(ClusterIssuer {
+            url: "https://tp.example/credentials".into(),
+            certificate_authority: None,
+        }),
+    };
+    let tcp = translate_with(
+        &r,
+        &Placement::fallback(&r),
+        "acme",
+        DEFAULT_NAMESPACE_TEMPLATE,
+        &rendering,
+    );
+    let auth = tcp.spec.authentication.expect("spec.authentication");
+    assert_eq!(auth.jwt.len(), 1);
+    assert_eq!(auth.jwt[0].issuer.url, "https://tp.example/credentials");
+    assert_eq!(auth.jwt[0].issuer.audiences, vec![audience(r.id)]);
+    assert_eq!(
+        auth.jwt[0].claim_validation_rules[0].required_value.as_deref(),
+        Some(r.tenant_id.to_string().as_str())
+    );
+    let plain = translate(&r, &Placement::fallback(&r), "acme", DEFAULT_NAMESPACE_TEMPLATE);
+    assert_eq!(plain.spec.authentication, None);
 }

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_JWT_AUTHENTICATORS: usize = 16;
 
 /// How the tenant kube-apiserver authenticates bearer tokens besides client certificates.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AuthenticationSpec {
     /// JWT authenticators, in order. The sync worker writes Tenantplane's own issuer first, then the
     /// tenant's own identity providers. Issuer URLs must differ from each other and from the
@@ -24,8 +24,8 @@ pub struct AuthenticationSpec {
 }
 
 /// One JWT issuer the tenant kube-apiserver trusts (`jwt[]` of the AuthenticationConfiguration).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JwtAuthenticator {
     /// Where the tokens come from and whom they are for.
     pub issuer: JwtIssuer,
@@ -40,8 +40,8 @@ pub struct JwtAuthenticator {
 }
 
 /// The issuer of a JWT authenticator.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JwtIssuer {
     /// The exact `iss` of the tokens; an `https://` URL. (Its bounded length keeps the CEL cost of
     /// the list's uniqueness rule within the API server's budget.)
@@ -63,8 +63,8 @@ pub struct JwtIssuer {
 }
 
 /// A rule on a token's claims.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimValidationRule {
     /// A claim that must be present with `requiredValue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,8 +81,8 @@ pub struct ClaimValidationRule {
 }
 
 /// How claims map to the user.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimMappings {
     /// The user name.
     pub username: PrefixedClaimOrExpression,
@@ -98,8 +98,8 @@ pub struct ClaimMappings {
 }
 
 /// A claim with a prefix, or a CEL expression.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PrefixedClaimOrExpression {
     /// The claim to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,8 +113,8 @@ pub struct PrefixedClaimOrExpression {
 }
 
 /// A claim, or a CEL expression.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClaimOrExpression {
     /// The claim to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,8 +125,8 @@ pub struct ClaimOrExpression {
 }
 
 /// One extra attribute of the user.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtraMapping {
     /// A domain-prefixed lower-case key, e.g. `example.com/team`.
     pub key: String,
@@ -135,12 +135,52 @@ pub struct ExtraMapping {
 }
 
 /// A rule on the mapped user.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UserValidationRule {
     /// A CEL expression over `user` that must be true.
     pub expression: String,
     /// What a refused user is told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// What the tenant kube-apiserver runs of `spec.authentication` (written by the in-tenant phase).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationStatus {
+    /// `sha256:<hex>` of the configuration file the controller rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+    /// `sha256:<hex>` of the configuration the tenant kube-apiserver reports it loaded
+    /// (`apiserver_authentication_config_controller_last_config_info`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_hash: Option<String>,
+    /// Each JWT authenticator of the rendered file, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jwt: Vec<JwtAuthenticatorStatus>,
+}
+
+/// Whether the tenant kube-apiserver runs one JWT authenticator.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JwtAuthenticatorStatus {
+    /// Its `issuer.url`.
+    pub issuer_url: String,
+    /// `Pending` (written, not loaded yet), `Active` (loaded) or `Failed` (refused; see `message`).
+    pub state: AuthenticatorState,
+    /// Why it is Pending or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The state of one JWT authenticator in the tenant kube-apiserver.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum AuthenticatorState {
+    /// In the rendered file, not yet loaded by the apiserver.
+    Pending,
+    /// Loaded: its tokens are accepted.
+    Active,
+    /// The apiserver refused the configuration holding it, and keeps serving the previous one.
+    Failed,
 }

@@ -555,6 +555,9 @@ pub struct TenantControlPlaneStatus {
     /// The addons running in the tenant cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addons: Option<AddonsStatus>,
+    /// Tenantplane extension: the authentication configuration the tenant kube-apiserver runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<super::AuthenticationStatus>,
 }
 
 /// The uploaded kubeadm configuration.

@@ -6,6 +6,7 @@
 pub use tenantplane_runtime::*;
 
 pub mod etcd;
+pub mod issuer;
 pub mod kine;
 pub mod kube;
 pub mod mariadb;

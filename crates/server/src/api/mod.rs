@@ -8,6 +8,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod rest;
+pub mod tls;
 pub mod web;
 
 use std::{sync::Arc, time::Duration};
@@ -206,7 +207,7 @@ impl Modify for BearerAuth {
     servers((url = "/api/v1")),
     modifiers(&BearerAuth),
     components(schemas(error::Problem)),
-    tags((name = "tenants"), (name = "tokens"), (name = "control-planes"), (name = "join-tokens"), (name = "datastores"), (name = "auth"))
+    tags((name = "tenants"), (name = "tokens"), (name = "control-planes"), (name = "join-tokens"), (name = "authenticators"), (name = "datastores"), (name = "auth"))
 )]
 pub struct ApiDoc;
 
@@ -230,6 +231,10 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
             rest::delete_control_plane
         ))
         .routes(routes!(rest::kubeconfig))
+        .routes(routes!(rest::create_credential))
+        .routes(routes!(rest::admin_kubeconfig))
+        .routes(routes!(rest::create_authenticator, rest::list_authenticators))
+        .routes(routes!(rest::get_authenticator, rest::delete_authenticator))
         .routes(routes!(rest::create_join_token, rest::list_join_tokens))
         .routes(routes!(rest::revoke_join_token))
         .routes(routes!(rest::list_operations))
@@ -279,6 +284,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/.well-known/jwks.json", get(jwks))
         .route("/.well-known/openid-configuration", get(openid_configuration))
+        .merge(credential_issuer_routes(&state))
         .fallback(|| async { error::ApiError::new(StatusCode::NOT_FOUND, "not-found", "Not found", "no such route") })
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
@@ -402,6 +408,51 @@ async fn jwks(State(state): State<AppState>) -> Response {
         Ok(keys) => Json(json!({"keys": keys})).into_response(),
         Err(e) => error::ApiError::internal(&e.to_string()).into_response(),
     }
+}
+
+/// The path under which the credential issuer's discovery and JWKS are served: its URL's path
+/// (`/credentials` for `https://host:8443/credentials`).
+pub fn credential_issuer_path(url: &str) -> String {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
+    path.trim_end_matches('/').to_string()
+}
+
+/// Discovery and JWKS of the credential issuer, under its URL's path (none without an issuer).
+fn credential_issuer_routes(state: &AppState) -> Router<AppState> {
+    let Some(issuer) = &state.ctx.tokens.cluster.issuer else {
+        return Router::new();
+    };
+    let path = credential_issuer_path(&issuer.url);
+    let discovery = crate::auth::cluster::discovery(&issuer.url);
+    Router::new()
+        .route(
+            &format!("{path}/.well-known/openid-configuration"),
+            get(move || async move { Json(discovery) }),
+        )
+        .route(
+            &format!("{path}{}", crate::auth::cluster::JWKS_PATH),
+            get(credential_jwks),
+        )
+}
+
+/// The public keys that sign cluster credentials.
+async fn credential_jwks(State(state): State<AppState>) -> Response {
+    match crate::auth::cluster::jwks(&state.ctx.db).await {
+        Ok(keys) => Json(json!({"keys": keys})).into_response(),
+        Err(e) => error::ApiError::internal(&e.to_string()).into_response(),
+    }
+}
+
+/// Serves `router` over TLS on `listener` until `shutdown`.
+pub async fn serve_tls(
+    router: Router,
+    listener: tls::TlsListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// OIDC discovery for the built-in issuer.

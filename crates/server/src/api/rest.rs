@@ -22,11 +22,11 @@ use crate::{
         control_planes::ListFilter,
         idempotency,
         model::{
-            Accepted, AuditPage, ControlPlane, ControlPlanePage, CreateControlPlane, CreateDataStore,
-            CreateJoinToken, CreatePool, CreateTenant, CreatedJoinToken, DataStore, DataStorePage,
-            JoinTokenList, MintToken, MintedToken, Operation, OperationPage, Pool, PoolPage, Quotas,
-            SetQuotas, Tenant, TenantDeletion, TenantPage, Token, TokenPage, UpdateControlPlane,
-            UpdateDataStore, UpdatePool, Viewer,
+            Accepted, AuditPage, Authenticator, AuthenticatorList, ClusterCredential, ControlPlane,
+            ControlPlanePage, CreateControlPlane, CreateCredential, CreateDataStore, CreateJoinToken,
+            CreatePool, CreateTenant, CreatedJoinToken, DataStore, DataStorePage, JoinTokenList, MintToken,
+            MintedToken, Operation, OperationPage, Pool, PoolPage, Quotas, SetQuotas, Tenant, TenantDeletion,
+            TenantPage, Token, TokenPage, UpdateControlPlane, UpdateDataStore, UpdatePool, Viewer,
         },
         placement::{DrainMove, SimulateRequest},
     },
@@ -598,9 +598,12 @@ pub async fn delete_control_plane(
     Ok(accepted_response(&tenant, status, value))
 }
 
-/// The admin kubeconfig of a Ready control plane (tenant member); 409 until it is Ready. It holds a
-/// private key: `Cache-Control: no-store`. Its cluster, user and current context are all named
-/// `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control planes merge.
+/// The kubeconfig of a control plane that has served (tenant viewer or above); 409 until then, or when
+/// this server has no credential issuer. It holds the cluster's address and CA and no secret at all:
+/// its user runs `tenantplane credential` (a client-go exec plugin), which exchanges the caller's
+/// Tenantplane token for a short-lived credential (`POST …/credentials`). Its cluster, user and current
+/// context are all named `tenantplane_<tenant>_<control plane name>`, so kubeconfigs of several control
+/// planes merge. Audited as `control-plane.kubeconfig`.
 #[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/kubeconfig", tag = "control-planes", security(("bearer" = [])),
     params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
     responses((status = 200, description = "kubeconfig YAML", content_type = "application/yaml", body = String),
@@ -613,6 +616,67 @@ pub async fn kubeconfig(
 ) -> ApiResult<Response> {
     let content = with_request_id(
         service::control_planes::kubeconfig(&state.ctx, state.kube.as_ref(), &auth.0, &tenant, &id).await,
+        &rid,
+    )?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/yaml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        content,
+    )
+        .into_response())
+}
+
+/// Exchanges the caller's Tenantplane token for a short-lived credential of one tenant cluster (tenant
+/// viewer or above): an ES256 JWT whose audience is this control plane alone, carrying the caller's
+/// subject and role, which the tenant API server maps to `tenantplane:<subject>` in group
+/// `tenantplane:admins`, `tenantplane:members` or `tenantplane:viewers` (bound to `cluster-admin`,
+/// `edit` and `view`). Revoking the caller's token stops new credentials at once; a credential already
+/// handed out lasts until its expiry. Audited as `control-plane.credential` (never the token).
+#[utoipa::path(post, path = "/tenants/{tenant}/control-planes/{id}/credentials", tag = "control-planes", security(("bearer" = [])),
+    request_body = CreateCredential,
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
+    responses((status = 201, description = "Minted; the only time the token is shown", body = ClusterCredential),
+              (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "This server has no credential issuer", body = Problem), (status = 422, description = "Invalid input; the problem names each field", body = Problem),
+              (status = 503, description = "Unavailable", body = Problem)))]
+pub async fn create_credential(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+    body: JsonBody<CreateCredential>,
+) -> ApiResult<Response> {
+    let credential = with_request_id(
+        service::control_planes::credential(&state.ctx, &auth.0, &tenant, &id, body.value).await,
+        &rid,
+    )?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(credential),
+    )
+        .into_response())
+}
+
+/// The `system:masters` admin kubeconfig of a control plane, for break-glass (platform admin only):
+/// a client certificate that no Tenantplane token revocation stops. Audited as
+/// `control-plane.break-glass-kubeconfig`. Tenants use `…/kubeconfig` instead.
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/admin-kubeconfig", tag = "control-planes", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
+    responses((status = 200, description = "kubeconfig YAML with a client key", content_type = "application/yaml", body = String),
+              (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem), (status = 403, description = "Not a platform admin", body = Problem),
+              (status = 404, description = "Not found, or not visible to the caller", body = Problem), (status = 409, description = "Conflicts with the current state", body = Problem), (status = 503, description = "Unavailable", body = Problem)))]
+pub async fn admin_kubeconfig(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let content = with_request_id(
+        service::control_planes::break_glass(&state.ctx, state.kube.as_ref(), &auth.0, &tenant, &id).await,
         &rid,
     )?;
     Ok((
@@ -723,6 +787,98 @@ pub async fn revoke_join_token(
         .await,
         &rid,
     )?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Adds a JWT authenticator (a tenant's own identity provider) to a control plane (tenant admin): its
+/// tenant API server trusts that issuer too, after Tenantplane's, once it reloads its configuration (no
+/// restart; within about a minute). The body is the API server's own `JWTAuthenticator`
+/// (`apiserver.config.k8s.io/v1`). Refused with 422 naming the field: a non-https URL, CEL that does
+/// not parse or reads anything but `claims` (`user` in userValidationRules), a `system:` (or, for users,
+/// `tenantplane:`) prefix, a bad CA bundle. 409 for an issuer the control plane already trusts, or
+/// beyond 15 authenticators. Starts `pending`; `active` once the API server runs it.
+#[utoipa::path(post, path = "/tenants/{tenant}/control-planes/{id}/authenticators", tag = "authenticators", security(("bearer" = [])),
+    request_body = crate::k8s::crd::JwtAuthenticator,
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
+    responses((status = 201, description = "Added; pending until the tenant API server loads it", body = Authenticator),
+              (status = 400, description = "Malformed JSON", body = Problem), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
+              (status = 409, description = "The issuer is trusted already, or the control plane has 15 authenticators", body = Problem),
+              (status = 422, description = "Invalid input; the problem names each field", body = Problem), (status = 503, description = "Unavailable", body = Problem)))]
+pub async fn create_authenticator(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+    body: JsonBody<crate::k8s::crd::JwtAuthenticator>,
+) -> ApiResult<(StatusCode, Json<Authenticator>)> {
+    with_request_id(
+        service::authenticators::create(&state.ctx, &auth.0, &tenant, &id, body.value).await,
+        &rid,
+    )
+    .map(|a| (StatusCode::CREATED, Json(a)))
+}
+
+/// A control plane's authenticators, oldest first, each `pending`, `active` or `failed` as its tenant
+/// API server reports (tenant admin).
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/authenticators", tag = "authenticators", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name")),
+    responses((status = 200, description = "OK", body = AuthenticatorList), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn list_authenticators(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id)): Path<(String, String)>,
+) -> ApiResult<Json<AuthenticatorList>> {
+    with_request_id(
+        service::authenticators::list(&state.ctx, &auth.0, &tenant, &id).await,
+        &rid,
+    )
+    .map(Json)
+}
+
+/// One authenticator of a control plane (tenant admin).
+#[utoipa::path(get, path = "/tenants/{tenant}/control-planes/{id}/authenticators/{authenticatorId}", tag = "authenticators", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name"),
+           ("authenticatorId" = String, Path, description = "The authenticator's id")),
+    responses((status = 200, description = "OK", body = Authenticator), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn get_authenticator(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id, authenticator)): Path<(String, String, String)>,
+) -> ApiResult<Json<Authenticator>> {
+    let result = match uuid::Uuid::parse_str(&authenticator) {
+        Ok(aid) => service::authenticators::get(&state.ctx, &auth.0, &tenant, &id, aid).await,
+        Err(_) => service::authenticators::list(&state.ctx, &auth.0, &tenant, &id)
+            .await
+            .and(Err(ServiceError::NotFound("authenticator"))),
+    };
+    with_request_id(result, &rid).map(Json)
+}
+
+/// Removes an authenticator (tenant admin): its tokens stop working once the tenant API server reloads
+/// its configuration (no restart; within about a minute). Audited.
+#[utoipa::path(delete, path = "/tenants/{tenant}/control-planes/{id}/authenticators/{authenticatorId}", tag = "authenticators", security(("bearer" = [])),
+    params(("tenant" = String, Path, description = "Tenant slug"), ("id" = String, Path, description = "Control-plane id or name"),
+           ("authenticatorId" = String, Path, description = "The authenticator's id")),
+    responses((status = 204, description = "Removed"), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
+              (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem)))]
+pub async fn delete_authenticator(
+    State(state): State<AppState>,
+    auth: Auth,
+    rid: RequestId,
+    Path((tenant, id, authenticator)): Path<(String, String, String)>,
+) -> ApiResult<StatusCode> {
+    let result = match uuid::Uuid::parse_str(&authenticator) {
+        Ok(aid) => service::authenticators::delete(&state.ctx, &auth.0, &tenant, &id, aid).await,
+        Err(_) => service::authenticators::list(&state.ctx, &auth.0, &tenant, &id)
+            .await
+            .and(Err(ServiceError::NotFound("authenticator"))),
+    };
+    with_request_id(result, &rid)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -65,7 +65,7 @@ impl ServerKey {
         Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
-    fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<(Vec<u8>, Vec<u8>), KeyError> {
+    pub(crate) fn seal(&self, plaintext: &[u8], aad: &[u8]) -> Result<(Vec<u8>, Vec<u8>), KeyError> {
         let mut nonce = [0u8; 12];
         SystemRandom::new()
             .fill(&mut nonce)
@@ -77,7 +77,7 @@ impl ServerKey {
         Ok((buffer, nonce.to_vec()))
     }
 
-    fn open(&self, ciphertext: &[u8], nonce: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
+    pub(crate) fn open(&self, ciphertext: &[u8], nonce: &[u8], aad: &[u8]) -> Result<Vec<u8>, KeyError> {
         let nonce: [u8; 12] = nonce.try_into().map_err(|_| KeyError::Crypto("nonce"))?;
         let mut buffer = ciphertext.to_vec();
         let plain = self

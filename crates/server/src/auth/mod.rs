@@ -4,6 +4,7 @@
 //! tokens). Private keys are sealed with AES-256-GCM under the server key. Rotation keeps an old key
 //! for verification until every token it signed has expired.
 
+pub mod cluster;
 pub mod external;
 pub mod keys;
 
@@ -125,6 +126,29 @@ pub struct TokenSettings {
     pub external: external::ExternalIssuers,
     /// Verifying keys already read.
     pub verifying_keys: keys::VerifyingKeyCache,
+    /// Cluster credentials: the issuer tenant apiservers trust and what downloaded kubeconfigs run.
+    pub cluster: ClusterCredentialSettings,
+}
+
+/// How tenant-cluster credentials are issued and fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterCredentialSettings {
+    /// The credential issuer (none: no credentials, and kubeconfig downloads answer 409).
+    pub issuer: Option<cluster::ClusterIssuer>,
+    /// The API's base URL as clients reach it (`…/api/v1`): the exec plugin's `--url`.
+    pub api_url: String,
+    /// The program downloaded kubeconfigs run as their exec credential plugin.
+    pub exec_command: String,
+}
+
+impl Default for ClusterCredentialSettings {
+    fn default() -> Self {
+        Self {
+            issuer: None,
+            api_url: "http://127.0.0.1:8080/api/v1".into(),
+            exec_command: "tenantplane".into(),
+        }
+    }
 }
 
 /// Signs claims with an Ed25519 PKCS#8 key under `kid`.

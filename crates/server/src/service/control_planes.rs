@@ -1,5 +1,6 @@
 //! Control planes: every write records the spec, an operation, an outbox row and an audit row in one transaction.
 
+pub mod access;
 pub mod kubeconfig_names;
 
 use chrono::{DateTime, Utc};
@@ -805,25 +806,7 @@ pub(crate) async fn admin_kubeconfig(client: &kube::Client, wanted: &KubeconfigS
         .ok_or_else(|| ServiceError::NotReady("the kubeconfig Secret has no admin.conf yet".into()))
 }
 
-/// The admin kubeconfig (YAML) of a control plane that has served (tenant member): read from
-/// [`kubeconfig_secret`] on the management cluster, only if that Secret is owned by the control plane's
-/// pinned TCP, with its cluster, user and context named `tenantplane_<tenant>_<control plane>`
-/// ([`kubeconfig_names`]). `NotReady` until it exists, is owned and holds a kubeconfig;
-/// `NoManagementCluster` without a `kube` client.
-pub async fn kubeconfig(
-    ctx: &Ctx,
-    kube: Option<&kube::Client>,
-    who: &Principal,
-    slug: &str,
-    id: &str,
-) -> Result<Vec<u8>> {
-    let wanted = kubeconfig_secret(ctx, who, slug, id).await?;
-    super::audit::kubeconfig_read(ctx, who, slug, id).await?;
-    let client = kube.ok_or(ServiceError::NoManagementCluster)?;
-    let admin = admin_kubeconfig(client, &wanted).await?;
-    let name = kubeconfig_names::context_name(&wanted.tenant, &wanted.control_plane);
-    kubeconfig_names::rename(&admin, &name).map_err(|e| ServiceError::Internal(e.to_string()))
-}
+pub use access::{break_glass, exchange as credential, kubeconfig};
 
 #[cfg(test)]
 mod tests {

@@ -1,6 +1,7 @@
 //! Use-cases shared by REST and GraphQL: authorization, validation and transactions live here once.
 
 pub mod audit;
+pub mod authenticators;
 pub mod control_planes;
 pub mod datastores;
 pub mod events;
@@ -146,6 +147,15 @@ impl From<sqlx::Error> for ServiceError {
             sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")) => {
                 ServiceError::Invalid(vec![FieldError::new("", "text must not contain NUL characters")])
             }
+            err => ServiceError::Internal(err.to_string()),
+        }
+    }
+}
+
+impl From<crate::auth::keys::KeyError> for ServiceError {
+    fn from(err: crate::auth::keys::KeyError) -> Self {
+        match err {
+            crate::auth::keys::KeyError::Db(err) => err.into(),
             err => ServiceError::Internal(err.to_string()),
         }
     }

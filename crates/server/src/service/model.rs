@@ -865,3 +865,83 @@ pub struct SetQuotas {
     #[serde(default, deserialize_with = "super::whole::option_i64")]
     pub tokens: Option<i64>,
 }
+
+/// Body of `POST /tenants/{tenant}/control-planes/{id}/credentials`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateCredential {
+    /// Lifetime in seconds, 60 to 3600; default 900 (15 minutes).
+    #[serde(default, deserialize_with = "super::whole::option_i64")]
+    pub ttl_seconds: Option<i64>,
+}
+
+/// A short-lived credential for one tenant cluster: a JWT its API server accepts.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCredential {
+    /// The bearer token (ES256 JWT) for the tenant API server: shown only here.
+    pub token: String,
+    /// When the tenant API server stops accepting it.
+    pub expires_at: DateTime<Utc>,
+    /// Its audience, `tenantplane:cp:<control plane id>`: no other control plane accepts it.
+    pub audience: String,
+    /// The user name the tenant API server sees, `tenantplane:<subject>`.
+    pub username: String,
+    /// The groups it sees: `tenantplane:admins`, `tenantplane:members` or `tenantplane:viewers`.
+    pub groups: Vec<String>,
+}
+
+/// Redacts the token.
+impl std::fmt::Debug for ClusterCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterCredential")
+            .field("token", &"<redacted>")
+            .field("expires_at", &self.expires_at)
+            .field("audience", &self.audience)
+            .field("username", &self.username)
+            .field("groups", &self.groups)
+            .finish()
+    }
+}
+
+/// A tenant's own identity provider that a control plane's API server trusts, and whether it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Authenticator {
+    /// Id.
+    pub id: Uuid,
+    /// The control plane.
+    pub control_plane_id: Uuid,
+    /// The JWT authenticator, in the tenant kube-apiserver's own fields.
+    #[schema(value_type = crate::k8s::crd::JwtAuthenticator)]
+    pub spec: crate::k8s::crd::JwtAuthenticator,
+    /// `pending` (not loaded yet), `active` (its tokens are accepted) or `failed` (the API server
+    /// refused it; see `message`), as the tenant API server reports.
+    pub state: AuthenticatorState,
+    /// Why it is pending or failed.
+    pub message: Option<String>,
+    /// Who added it (`role:subject(tokenId)`).
+    pub created_by: String,
+    /// Added.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Whether a tenant API server runs an authenticator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthenticatorState {
+    /// Written, not loaded yet.
+    Pending,
+    /// Loaded: its tokens are accepted.
+    Active,
+    /// Refused by the API server, which keeps serving the previous configuration.
+    Failed,
+}
+
+/// A control plane's authenticators, oldest first (the order its API server tries them in).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticatorList {
+    /// The authenticators.
+    pub items: Vec<Authenticator>,
+}

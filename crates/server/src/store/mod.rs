@@ -1,5 +1,6 @@
 //! PostgreSQL repositories (sqlx, compile-time checked). Every tenant-scoped query filters by tenant id.
 
+pub mod authenticators;
 pub mod control_planes;
 pub mod datastores;
 pub mod idempotency;

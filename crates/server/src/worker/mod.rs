@@ -45,7 +45,7 @@ use uuid::Uuid;
 pub use metrics::WorkerMetrics;
 
 use crate::{
-    k8s::crd::{DataStore, TenantControlPlane},
+    k8s::crd::{DataStore, JwtAuthenticator, TenantControlPlane},
     store::{
         self, StoreError,
         control_planes::ControlPlaneRow,
@@ -115,6 +115,10 @@ pub struct WorkerSettings {
         default_value_t = 600.0
     )]
     pub delete_timeout_seconds: f64,
+    /// Tenantplane's credential issuer, written as each TenantControlPlane's first JWT authenticator
+    /// (from `--credential-issuer-url`; none: no `spec.authentication`).
+    #[arg(skip)]
+    pub issuer: Option<translate::ClusterIssuer>,
 }
 
 impl Default for WorkerSettings {
@@ -129,6 +133,7 @@ impl Default for WorkerSettings {
             backoff_max_ms: 300_000,
             tenant_address: translate::TenantAddress::None,
             delete_timeout_seconds: 600.0,
+            issuer: None,
         }
     }
 }
@@ -672,13 +677,19 @@ impl Worker {
         placement: &Placement,
         slug: &str,
     ) -> Result<Option<String>, kube::Error> {
-        let tcp = translate::translate_with(
-            cp,
-            placement,
-            slug,
-            &self.settings.namespace_template,
-            self.settings.tenant_address,
-        );
+        let rendering = translate::Rendering {
+            address: self.settings.tenant_address,
+            issuer: self.settings.issuer.clone(),
+        };
+        let mut tcp =
+            translate::translate_with(cp, placement, slug, &self.settings.namespace_template, &rendering);
+        let own: Vec<JwtAuthenticator> = store::authenticators::list(&self.db, cp.tenant_id, cp.id)
+            .await
+            .map_err(|e| kube::Error::Service(Box::new(e)))?
+            .into_iter()
+            .filter_map(|row| serde_json::from_value(row.spec).ok())
+            .collect();
+        translate::add_tenant_authenticators(&mut tcp.spec, own);
         let namespace = tcp.metadata.namespace.clone().unwrap_or_default();
         self.ensure_namespace(&namespace, cp.tenant_id).await?;
         let api: Api<TenantControlPlane> = Api::namespaced(self.kube.clone(), &namespace);

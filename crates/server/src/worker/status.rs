@@ -25,7 +25,8 @@ pub struct Observed {
     /// `control_planes.status`: `observedGeneration`, `conditions` (all of them, `AddonsReady` and
     /// `NodeJoinReady` of the in-tenant phase too), `endpoint`, `installedVersion`, `addons` (the TCP's
     /// `status.addons` as it is: `{coreDNS, kubeProxy}`, each `{enabled, checksum, lastUpdate}`),
-    /// `dataStore` and `kubeconfigSecret` (`{namespace, name}`), each only when known.
+    /// `authentication` (the TCP's `status.authentication`: what its kube-apiserver loaded), `dataStore` and
+    /// `kubeconfigSecret` (`{namespace, name}`), each only when known.
     pub status: serde_json::Value,
 }
 
@@ -111,6 +112,11 @@ pub fn observe(tcp: &TenantControlPlane) -> Option<Observed> {
         && let Ok(addons) = serde_json::to_value(addons)
     {
         out.insert("addons".into(), addons);
+    }
+    if let Some(authentication) = &status.authentication
+        && let Ok(authentication) = serde_json::to_value(authentication)
+    {
+        out.insert("authentication".into(), authentication);
     }
     if let Some(store) = status.storage.as_ref().and_then(|s| s.data_store_name.clone()) {
         out.insert("dataStore".into(), store.into());

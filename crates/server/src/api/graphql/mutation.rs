@@ -9,14 +9,17 @@ use uuid::Uuid;
 use super::{
     caller, cluster, gql_error, request_id,
     types::{
-        self, ControlPlane, CreatedJoinToken, GqlRole, LabelInput, Operation, Token, UserError, UserErrorCode,
+        self, ClusterCredential, ControlPlane, CreatedJoinToken, GqlRole, LabelInput, Operation, Token,
+        UserError, UserErrorCode,
     },
 };
 use crate::{
     domain::FieldError,
     service::{
         self, ServiceError,
-        model::{Accepted, CreateControlPlane, CreateJoinToken, MintToken, UpdateControlPlane},
+        model::{
+            Accepted, CreateControlPlane, CreateCredential, CreateJoinToken, MintToken, UpdateControlPlane,
+        },
     },
 };
 
@@ -180,6 +183,66 @@ pub struct CreateJoinTokenInput {
     pub description: Option<String>,
 }
 
+/// A short-lived credential for one control plane's tenant cluster (tenant viewer or above).
+#[derive(InputObject, Debug, Clone)]
+pub struct CreateClusterCredentialInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The control plane: its global id (`ControlPlane.id`) or its database id (`controlPlaneId`).
+    pub control_plane: ID,
+    /// Lifetime in seconds, 60 to 3600; default 900.
+    pub ttl_seconds: Option<i64>,
+}
+
+/// The result of `createClusterCredential`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct CreateClusterCredentialPayload {
+    /// The credential: its token is shown only here.
+    pub credential: Option<ClusterCredential>,
+    /// Why none was minted.
+    pub user_errors: Vec<UserError>,
+}
+
+/// Adds a JWT authenticator (a tenant's own identity provider) to a control plane (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct AddAuthenticatorInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The control plane: its global id or its database id.
+    pub control_plane: ID,
+    /// The authenticator in the tenant kube-apiserver's own `JWTAuthenticator` fields, as in REST.
+    pub spec: async_graphql::Json<serde_json::Value>,
+}
+
+/// Removes a JWT authenticator (tenant admin).
+#[derive(InputObject, Debug, Clone)]
+pub struct RemoveAuthenticatorInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// The control plane: its global id or its database id.
+    pub control_plane: ID,
+    /// The authenticator's id.
+    pub authenticator_id: Uuid,
+}
+
+/// The result of `addAuthenticator`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct AddAuthenticatorPayload {
+    /// The authenticator, `pending` until the tenant API server loads it.
+    pub authenticator: Option<types::Authenticator>,
+    /// Why it was refused (each field named).
+    pub user_errors: Vec<UserError>,
+}
+
+/// The result of `removeAuthenticator`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct RemoveAuthenticatorPayload {
+    /// The id of the authenticator removed.
+    pub authenticator_id: Option<Uuid>,
+    /// Why nothing changed.
+    pub user_errors: Vec<UserError>,
+}
+
 /// Revokes a node join token (tenant admin).
 #[derive(InputObject, Debug, Clone)]
 pub struct RevokeJoinTokenInput {
@@ -263,6 +326,20 @@ fn field_errors(errors: Vec<FieldError>, code: UserErrorCode) -> Vec<UserError> 
 }
 
 /// User errors for input problems, conflicts and stale ETags; a GraphQL error for the rest.
+/// `value` as `T`, or the field it breaks (its JSON path).
+fn from_json<T: serde::de::DeserializeOwned>(
+    value: serde_json::Value,
+) -> std::result::Result<T, Vec<crate::domain::FieldError>> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        vec![crate::domain::FieldError::new(
+            field,
+            err.into_inner().to_string(),
+        )]
+    })
+}
+
 fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
     let one = |code, field: Option<&str>, message: String| UserError {
         field: field.map(str::to_string),
@@ -452,6 +529,81 @@ impl Mutation {
                 user_errors: Vec::new(),
             }),
             Err(err) => Ok(CreateJoinTokenPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Exchanges the caller's token for a short-lived credential of one tenant cluster (tenant viewer or
+    /// above): a JWT only that control plane's API server accepts, as `tenantplane:<subject>` in the
+    /// caller's role group. Audited; revoking the caller's token stops new ones at once.
+    async fn create_cluster_credential(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateClusterCredentialInput,
+    ) -> Result<CreateClusterCredentialPayload> {
+        let (c, who) = caller(ctx)?;
+        let id = control_plane_in(&input.tenant, &input.control_plane)?;
+        let body = CreateCredential {
+            ttl_seconds: input.ttl_seconds,
+        };
+        match service::control_planes::credential(c, who, &input.tenant, &id, body).await {
+            Ok(credential) => Ok(CreateClusterCredentialPayload {
+                credential: Some(credential.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(CreateClusterCredentialPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Adds a JWT authenticator to a control plane (tenant-admin): checked as in REST (each refused field
+    /// named in `userErrors`); its tenant API server loads it without a restart.
+    async fn add_authenticator(
+        &self,
+        ctx: &Context<'_>,
+        input: AddAuthenticatorInput,
+    ) -> Result<AddAuthenticatorPayload> {
+        let (c, who) = caller(ctx)?;
+        let id = control_plane_in(&input.tenant, &input.control_plane)?;
+        let spec = match from_json(input.spec.0) {
+            Ok(spec) => spec,
+            Err(errors) => {
+                return Ok(AddAuthenticatorPayload {
+                    user_errors: user_errors(ServiceError::Invalid(errors))?,
+                    ..Default::default()
+                });
+            }
+        };
+        match service::authenticators::create(c, who, &input.tenant, &id, spec).await {
+            Ok(a) => Ok(AddAuthenticatorPayload {
+                authenticator: Some(a.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(AddAuthenticatorPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Removes a JWT authenticator from a control plane (tenant-admin); an unknown one is `NOT_FOUND`.
+    async fn remove_authenticator(
+        &self,
+        ctx: &Context<'_>,
+        input: RemoveAuthenticatorInput,
+    ) -> Result<RemoveAuthenticatorPayload> {
+        let (c, who) = caller(ctx)?;
+        let id = control_plane_in(&input.tenant, &input.control_plane)?;
+        match service::authenticators::delete(c, who, &input.tenant, &id, input.authenticator_id).await {
+            Ok(()) => Ok(RemoveAuthenticatorPayload {
+                authenticator_id: Some(input.authenticator_id),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(RemoveAuthenticatorPayload {
                 user_errors: user_errors(err)?,
                 ..Default::default()
             }),

@@ -220,6 +220,25 @@ impl Query {
             .collect())
     }
 
+    /// A control plane's own identity providers (JWT authenticators), oldest first, each with the state
+    /// its tenant API server reports (tenant-admin).
+    async fn authenticators(
+        &self,
+        ctx: &Context<'_>,
+        tenant: String,
+        control_plane: ID,
+    ) -> Result<Vec<types::Authenticator>> {
+        let (c, who) = caller(ctx)?;
+        let id = super::mutation::control_plane_in(&tenant, &control_plane)?;
+        Ok(service::authenticators::list(c, who, &tenant, &id)
+            .await
+            .map_err(super::gql_error)?
+            .items
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
     /// A page of DataStores, oldest first (platform admin). `first` is 1–100 (default 20); filters as in
     /// REST: `pool`, `driver` (etcd, MySQL, PostgreSQL, NATS), `cordoned`.
     #[graphql(complexity = "first.unwrap_or(20).clamp(1, 100) as usize * child_complexity + 1")]

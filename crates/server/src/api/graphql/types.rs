@@ -837,10 +837,12 @@ impl ControlPlane {
     async fn audit_entries(&self, ctx: &Context<'_>) -> Result<Vec<AuditEntry>> {
         loader::audit_entries(ctx, self.tenant_id, self.cp.id).await
     }
-    /// The admin kubeconfig (YAML) of a control plane that has served (tenant-member), with context,
-    /// cluster and user names unique to its tenant and name; every read is in the audit log. It holds a
-    /// private key, so it costs 50 of the complexity budget: a page of them is refused. `null` with a
-    /// `CONFLICT` error until the control plane has served.
+    /// The kubeconfig (YAML) of a control plane that has served (tenant viewer or above), with context,
+    /// cluster and user names unique to its tenant and name; its user runs `tenantplane credential` (an
+    /// exec plugin exchanging the caller's token for a short-lived credential), so it holds no secret.
+    /// Every read is in the audit log; it reads the management cluster, so it costs 50 of the complexity
+    /// budget: a page of them is refused. `null` with a `CONFLICT` error until the control plane has
+    /// served, or when the server has no credential issuer.
     #[graphql(complexity = 50)]
     async fn kubeconfig(&self, ctx: &Context<'_>) -> Result<Option<String>> {
         let (c, who) = super::caller(ctx)?;
@@ -1200,5 +1202,76 @@ mod tests {
             }
         );
         assert_eq!(PageInfo::of(&[], false, false).end_cursor, None);
+    }
+}
+
+/// A short-lived credential for one tenant cluster: the only time its token is shown.
+#[derive(SimpleObject, Clone)]
+pub struct ClusterCredential {
+    /// The bearer token (ES256 JWT) for the tenant API server.
+    pub token: String,
+    /// When the tenant API server stops accepting it.
+    pub expires_at: DateTime<Utc>,
+    /// Its audience, `tenantplane:cp:<control plane id>`.
+    pub audience: String,
+    /// The user name the tenant API server sees.
+    pub username: String,
+    /// The groups it sees.
+    pub groups: Vec<String>,
+}
+
+/// Redacts the token.
+impl std::fmt::Debug for ClusterCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterCredential")
+            .field("token", &"<redacted>")
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<model::ClusterCredential> for ClusterCredential {
+    fn from(c: model::ClusterCredential) -> Self {
+        Self {
+            token: c.token,
+            expires_at: c.expires_at,
+            audience: c.audience,
+            username: c.username,
+            groups: c.groups,
+        }
+    }
+}
+
+/// A tenant's own identity provider that a control plane's API server trusts.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Authenticator {
+    /// Id.
+    pub id: Uuid,
+    /// The JWT authenticator, in the tenant kube-apiserver's own fields (`apiserver.config.k8s.io/v1`).
+    pub spec: Json<serde_json::Value>,
+    /// `pending`, `active` or `failed`, as the tenant API server reports.
+    pub state: String,
+    /// Why it is pending or failed.
+    pub message: Option<String>,
+    /// Who added it.
+    pub created_by: String,
+    /// Added.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<model::Authenticator> for Authenticator {
+    fn from(a: model::Authenticator) -> Self {
+        let state = serde_json::to_value(a.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Self {
+            id: a.id,
+            spec: Json(serde_json::to_value(&a.spec).unwrap_or_default()),
+            state,
+            message: a.message,
+            created_by: a.created_by,
+            created_at: a.created_at,
+        }
     }
 }
