@@ -149,3 +149,14 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* The credential issuer's env (serve and worker), when it is enabled. */}}
+{{- define "tenantplane.issuerEnv" -}}
+{{- $i := .Values.serve.credentialIssuer -}}
+{{- if $i.enabled }}
+- name: TENANTPLANE_CREDENTIAL_ISSUER_URL
+  value: {{ required "serve.credentialIssuer.url is required when the credential issuer is enabled" $i.url | quote }}
+- name: TENANTPLANE_CREDENTIAL_ISSUER_CA_FILE
+  value: /etc/tenantplane/tls/ca.crt
+{{- end }}
+{{- end -}}
