@@ -71,6 +71,39 @@ pub async fn exchange(
     })
 }
 
+/// A control plane that has served, as `who` may see it with at least `role`.
+struct Served {
+    tenant_id: uuid::Uuid,
+    tenant: String,
+    control_plane: uuid::Uuid,
+    secret: super::KubeconfigSecret,
+}
+
+async fn served(ctx: &Ctx, who: &Principal, slug: &str, id: &str, role: Role) -> Result<Served> {
+    let tenant = tenant_for(ctx, who, slug, role).await?;
+    let (tenant_id, cp) = get_with_tenant(ctx, who, &tenant.slug, id).await?;
+    let secret = served_secret(ctx, &tenant, &cp, "its kubeconfig does not exist yet").await?;
+    Ok(Served {
+        tenant_id,
+        tenant: tenant.slug,
+        control_plane: cp.id,
+        secret,
+    })
+}
+
+/// The admin kubeconfig Secret's content and the control plane's unique kubeconfig name.
+async fn read_admin(kube: Option<&kube::Client>, served: &Served) -> Result<(Vec<u8>, String)> {
+    let client = kube.ok_or(ServiceError::NoManagementCluster)?;
+    let admin = admin_kubeconfig(client, &served.secret).await?;
+    let name = kubeconfig_names::context_name(&served.secret.tenant, &served.secret.control_plane);
+    Ok((admin, name))
+}
+
+/// The Secret held something that is not a kubeconfig (the controller will rewrite it).
+fn unreadable(_: kubeconfig_names::NotAKubeconfig) -> ServiceError {
+    ServiceError::NotReady("the admin kubeconfig Secret does not hold a kubeconfig yet".into())
+}
+
 /// The kubeconfig of control plane `id` (tenant viewer or above): its cluster (server and CA) and a user
 /// whose credential comes from `tenantplane credential` (the exec plugin); no key and no token. Audited.
 pub async fn kubeconfig(
@@ -80,23 +113,19 @@ pub async fn kubeconfig(
     slug: &str,
     id: &str,
 ) -> Result<Vec<u8>> {
-    let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-    let (_, cp) = get_with_tenant(ctx, who, &tenant.slug, id).await?;
-    let wanted = served_secret(ctx, &tenant, &cp, "its kubeconfig does not exist yet").await?;
+    let served = served(ctx, who, slug, id, Role::TenantViewer).await?;
     if ctx.tokens.cluster.issuer.is_none() {
         return Err(ServiceError::NotReady(NO_ISSUER.into()));
     }
     crate::service::audit::kubeconfig_read(ctx, who, slug, id).await?;
-    let client = kube.ok_or(ServiceError::NoManagementCluster)?;
-    let admin = admin_kubeconfig(client, &wanted).await?;
-    let name = kubeconfig_names::context_name(&wanted.tenant, &wanted.control_plane);
+    let (admin, name) = read_admin(kube, &served).await?;
     let exec = ExecPlugin {
         command: &ctx.tokens.cluster.exec_command,
         api_url: &ctx.tokens.cluster.api_url,
-        tenant: &tenant.slug,
-        control_plane: &cp.id.to_string(),
+        tenant: &served.tenant,
+        control_plane: &served.control_plane.to_string(),
     };
-    exec_kubeconfig(&admin, &name, &exec).map_err(|e| ServiceError::Internal(e.to_string()))
+    exec_kubeconfig(&admin, &name, &exec).map_err(unreadable)
 }
 
 /// The `system:masters` admin kubeconfig of control plane `id`, for break-glass only (platform admin).
@@ -108,25 +137,20 @@ pub async fn break_glass(
     slug: &str,
     id: &str,
 ) -> Result<Vec<u8>> {
-    let tenant = tenant_for(ctx, who, slug, Role::PlatformAdmin).await?;
-    let (_, cp) = get_with_tenant(ctx, who, &tenant.slug, id).await?;
-    let wanted = served_secret(ctx, &tenant, &cp, "its kubeconfig does not exist yet").await?;
+    let served = served(ctx, who, slug, id, Role::PlatformAdmin).await?;
     store::audit(
         &ctx.db,
-        Some(tenant.id),
+        Some(served.tenant_id),
         &who.actor(),
         "control-plane.break-glass-kubeconfig",
         "control-plane",
-        &cp.id.to_string(),
+        &served.control_plane.to_string(),
         None,
         serde_json::json!({}),
     )
     .await?;
-    let client = kube.ok_or(ServiceError::NoManagementCluster)?;
-    let admin = admin_kubeconfig(client, &wanted).await?;
-    let name = kubeconfig_names::context_name(&wanted.tenant, &wanted.control_plane);
-    kubeconfig_names::rename(&admin, &format!("{name}_break-glass"))
-        .map_err(|e| ServiceError::Internal(e.to_string()))
+    let (admin, name) = read_admin(kube, &served).await?;
+    kubeconfig_names::rename(&admin, &format!("{name}_break-glass")).map_err(unreadable)
 }
 
 /// What a downloaded kubeconfig runs to get a credential.
