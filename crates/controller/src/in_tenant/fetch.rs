@@ -14,7 +14,7 @@ use kube::{
 };
 
 use super::build::{
-    KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey, PHASE_LABEL,
+    KUBE_PUBLIC, KUBE_SYSTEM, Kind, ObjectKey, PHASE_LABEL, authentication_status,
     bootstrap_token::{CLUSTER_INFO, JWS_PREFIX},
     coredns, konnectivity, kube_proxy,
     status::{Found, Rollout, SigningToken},
@@ -165,7 +165,36 @@ pub async fn observed(client: &kube::Client, konnectivity_agent: Option<Kind>) -
             desired: s.desired_number_scheduled,
         }),
         konnectivity,
+        authentication_metrics: None,
     })
+}
+
+/// The tenant kube-apiserver's authentication-config metric lines
+/// ([`authentication_status::METRIC_PREFIX`]) of one `GET /metrics`, streamed so the rest (about a
+/// megabyte) is never held; `None` (logged at debug) when they cannot be read.
+pub async fn authentication_metrics(client: &kube::Client) -> Option<String> {
+    use futures_util::{AsyncBufReadExt as _, TryStreamExt as _};
+    let read = async {
+        // `GET /metrics`: a get of the name `metrics` under the empty path.
+        let request = kube::core::Request::new("")
+            .get("metrics", &Default::default())
+            .map_err(|e| e.to_string())?;
+        let body = client.request_stream(request).await.map_err(|e| e.to_string())?;
+        let kept: Vec<String> = body
+            .lines()
+            .try_filter(|line| std::future::ready(line.starts_with(authentication_status::METRIC_PREFIX)))
+            .try_collect()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(kept.join("\n"))
+    };
+    match read.await {
+        Ok(lines) => Some(lines),
+        Err(error) => {
+            tracing::debug!(%error, "the tenant kube-apiserver's /metrics could not be read");
+            None
+        }
+    }
 }
 
 /// The Konnectivity agents' rollout, of their DaemonSet or Deployment (`kind`, per `agent.mode`).

@@ -9,7 +9,8 @@
 //! It runs while the tenant serves ([`serving`]) and forgets the tenant otherwise. Cost at scale: one
 //! kept client per tenant, no watch in any tenant cluster; a pass is woken by a change of what it
 //! depends on in the TenantControlPlane ([`fingerprint`]) or by the periodic check, and a pass with
-//! nothing to restore is nine metadata-only lists, three GETs and one list.
+//! nothing to restore is nine metadata-only lists, three GETs and one list (and with
+//! `spec.authentication` a `GET /metrics`, whose reload lines give `status.authentication`).
 
 pub mod apply;
 pub mod build;
@@ -288,7 +289,10 @@ async fn sync(
         .flatten()
         .find(|o| o.key.name == build::konnectivity::AGENT)
         .map(|o| o.key.kind);
-    let found = fetch::observed(&client, agent).await?;
+    let mut found = fetch::observed(&client, agent).await?;
+    if desired.authentication.is_some() {
+        found.authentication_metrics = fetch::authentication_metrics(&client).await;
+    }
     Ok((found, outcome.restored))
 }
 

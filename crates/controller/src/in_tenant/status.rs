@@ -1,7 +1,8 @@
-//! I/O: the in-tenant phase's own status fields (`kubeadmconfig`, `kubeadmPhase`, `addons`, and the
-//! conditions `NodeJoinReady` and `AddonsReady`),
+//! I/O: the in-tenant phase's own status fields (`kubeadmconfig`, `kubeadmPhase`, `addons`,
+//! `authentication`, and the conditions `NodeJoinReady` and `AddonsReady`),
 //! server-side applied under a field manager of its own, so the TenantControlPlane reconcile's status
-//! writes and these never remove each other's fields.
+//! writes and these never remove each other's fields (and a field it leaves out, such as
+//! `authentication` once `spec.authentication` is gone, is removed).
 
 use super::build::status::{Report, current};
 use crate::{Context, Error, k8s::crd::TenantControlPlane};

@@ -4,11 +4,13 @@
 //! `kube-system/kubelet-config` and the Roles that let nodes read them), [`bootstrap_token`]
 //! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings), and
 //! the addons present in `spec.addons`: [`coredns`], [`kube_proxy`] and [`konnectivity`]'s agents, and
-//! with `spec.authentication` the [`authentication`] role bindings. Each object carries
+//! with `spec.authentication` the [`authentication`] role bindings (and [`authentication_status`], what
+//! the tenant kube-apiserver loaded of it). Each object carries
 //! [`PHASE_LABEL`] naming its phase, which is how an object left behind (an addon removed from the
 //! spec) is found and deleted.
 
 pub mod authentication;
+pub mod authentication_status;
 pub mod bootstrap_token;
 pub mod coredns;
 pub mod konnectivity;
@@ -17,6 +19,8 @@ pub mod kubelet;
 pub mod status;
 pub mod upload_config;
 
+#[cfg(test)]
+mod authentication_status_tests;
 #[cfg(test)]
 mod tests;
 

@@ -1,17 +1,17 @@
-//! Pure: the in-tenant phase's status fields and its `NodeJoinReady` condition, from what it built and
-//! what the tenant holds.
+//! Pure: the in-tenant phase's status fields (with [`super::authentication_status`]'s
+//! `authentication`) and its conditions, from what it built and what the tenant holds.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Condition, jiff::Timestamp};
 
-use super::{Desired, TenantObject, objects_checksum, upload_config::KUBEADM_CONFIG};
+use super::{Desired, TenantObject, authentication_status, objects_checksum, upload_config::KUBEADM_CONFIG};
 use crate::{
     Error,
     build::Conditions,
     k8s::crd::{
-        AddonStatus, AddonsStatus, KubeadmConfigStatus, KubeadmPhaseStatus, KubeadmPhasesStatus,
-        TenantControlPlane,
+        AddonStatus, AddonsStatus, AuthenticationStatus, KubeadmConfigStatus, KubeadmPhaseStatus,
+        KubeadmPhasesStatus, TenantControlPlane,
     },
 };
 
@@ -60,6 +60,9 @@ pub struct Found {
     pub kube_proxy: Option<Rollout>,
     /// The Konnectivity agents' rollout (DaemonSet or Deployment), if it exists.
     pub konnectivity: Option<Rollout>,
+    /// The tenant kube-apiserver's `apiserver_authentication_config_controller_*` metric lines, when
+    /// `spec.authentication` is set and they could be read.
+    pub authentication_metrics: Option<String>,
 }
 
 impl Found {
@@ -86,6 +89,9 @@ pub struct Report {
     /// `status.addons`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub addons: Option<AddonsStatus>,
+    /// `status.authentication` (left out, so removed, without `spec.authentication`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<AuthenticationStatus>,
     /// Its conditions.
     pub conditions: Vec<Condition>,
 }
@@ -103,6 +109,7 @@ pub fn current(tcp: &TenantControlPlane) -> Report {
         kubeadmconfig: status.kubeadmconfig,
         kubeadm_phase: status.kubeadm_phase,
         addons: status.addons,
+        authentication: status.authentication,
         conditions,
     }
 }
@@ -121,6 +128,9 @@ pub fn report(
         conditions: Vec::new(),
         ..previous.clone()
     };
+    if tcp.spec.authentication.is_none() {
+        report.authentication = None;
+    }
     match outcome {
         Err(err) => {
             conditions.set(NODE_JOIN_READY, Some(false), err.reason(), err.to_string());
@@ -166,6 +176,8 @@ pub fn report(
                     now,
                 )),
             });
+            report.authentication =
+                authentication_status::report(tcp, found.authentication_metrics.as_deref());
             let (ready, reason, message) = join_readiness(desired, found);
             conditions.set(NODE_JOIN_READY, Some(ready), reason, message);
             let (ready, reason, message) = addons_readiness(desired, found);
