@@ -190,6 +190,17 @@ pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
             "description",
             json!({"pattern": description_pattern(join_tokens::MAX_DESCRIPTION_CHARS), "maxLength": join_tokens::MAX_DESCRIPTION_CHARS}),
         ),
+        (
+            "CreateCredential",
+            "ttlSeconds",
+            json!({"minimum": crate::auth::cluster::MIN_TTL_SECONDS, "maximum": crate::auth::cluster::MAX_TTL_SECONDS}),
+        ),
+        (
+            "JwtIssuer",
+            "url",
+            json!({"pattern": "^https://[^/?#\\s]+[^?#\\s]*$", "maxLength": 2048}),
+        ),
+        ("JwtIssuer", "audiences", json!({"minItems": 1, "maxItems": 16})),
         ("SimulateRequest", "pool", dns1123),
         ("SimulateRequest", "labels", labels()),
         ("SimulateRequest", "offload", json!({"pattern": OFFLOAD})),
