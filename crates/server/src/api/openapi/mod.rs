@@ -308,6 +308,9 @@ mod tests {
             "/components/schemas/OperationState" => round_trip::<domain::OperationState>(value),
             "/components/schemas/OperationStage" => round_trip::<domain::OperationStage>(value),
             "/components/schemas/Reason" => round_trip::<Reason>(value),
+            "/components/schemas/AuthenticatorState" => {
+                round_trip::<crate::service::model::AuthenticatorState>(value)
+            }
             "/components/schemas/DrainUsage/oneOf/0" => round_trip::<DrainUsage>(value),
             "/components/schemas/CreateDataStore/properties/driver" => round_trip::<Driver>(value),
             "/components/schemas/MintToken/properties/role" => {
@@ -347,7 +350,7 @@ mod tests {
         let (_, doc) = crate::api::api_v1(&Contract::default());
         let mut found = Vec::new();
         enums(&doc, "", &mut found);
-        assert_eq!(found.len(), 13, "{found:?}");
+        assert_eq!(found.len(), 14, "{found:?}");
         assert_eq!(enum_failures(&doc), Vec::<String>::new());
     }
 
