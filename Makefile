@@ -6,7 +6,7 @@ CARGO ?= cargo
 # up-to-date data fails to compile. Refresh it with `scripts/dev-db prepare`.
 export SQLX_OFFLINE := true
 
-.PHONY: run test deps test-env fmt-check clippy openapi-check test-only generate
+.PHONY: run test deps test-env fmt-check clippy openapi-check test-only generate portal
 
 # What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
 # everything `make test` needs otherwise (see scripts/install-deps).
@@ -18,7 +18,7 @@ DEPS_PROFILE ?= $(if $(filter-out run,$(or $(MAKECMDGOALS),run)),test,run)
 ## Only the control-plane binaries of the main version are needed (no extra versions), plus kubeadm and
 ## kubemark for the banner's "join a node" line.
 run: deps
-	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_KONNECTIVITY_VERSION= TENANTPLANE_SCHEMATHESIS_VERSION= TENANTPLANE_TS_CLIENT= TENANTPLANE_WEB_VENDOR= scripts/test-env build >/dev/null
+	TENANTPLANE_KUBE_EXTRA_VERSIONS= TENANTPLANE_KONNECTIVITY_VERSION= TENANTPLANE_SCHEMATHESIS_VERSION= TENANTPLANE_TS_CLIENT= TENANTPLANE_WEB_VENDOR= TENANTPLANE_PORTAL= scripts/test-env build >/dev/null
 	$(CARGO) build --release --bin tenantplane
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
@@ -53,3 +53,8 @@ generate:
 	$(CARGO) run -q -- sdl > schema/schema.graphql
 	node "$$(scripts/test-env ts-client)/node_modules/openapi-typescript/bin/cli.js" schema/openapi.json \
 		-o clients/typescript/src/schema.d.ts
+
+## portal: rebuild the portal's committed assets (crates/server/assets/portal) from web/portal with the
+## locked npm packages (`npm ci`, then its type-check and Vite build); commit the result
+portal:
+	cd web/portal && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build

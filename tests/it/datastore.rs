@@ -45,14 +45,14 @@ fn tenant_named(name: &str) -> Result<TenantSpace, DatastoreError> {
     TenantSpace::new(name, name, owner())
 }
 
-fn etcd_creds(creds: TenantCredentials) -> EtcdCredentials {
+pub(crate) fn etcd_creds(creds: TenantCredentials) -> EtcdCredentials {
     match creds {
         TenantCredentials::Etcd(c) => c,
         other => panic!("expected etcd credentials, got {other:?}"),
     }
 }
 
-fn sql_creds(creds: TenantCredentials) -> SqlCredentials {
+pub(crate) fn sql_creds(creds: TenantCredentials) -> SqlCredentials {
     match creds {
         TenantCredentials::Sql(c) => c,
         other => panic!("expected SQL credentials, got {other:?}"),
@@ -95,7 +95,7 @@ fn etcd_ca() -> Ca {
     .unwrap()
 }
 
-async fn etcd_with_driver(prefix: &str) -> (LocalEtcd, EtcdDriver, Ca) {
+pub(crate) async fn etcd_with_driver(prefix: &str) -> (LocalEtcd, EtcdDriver, Ca) {
     let ca = etcd_ca();
     let dir = localenv::scratch_dir(prefix).unwrap();
     let etcd = LocalEtcd::start(dir, EtcdOptions { tls_ca: Some(&ca) })
@@ -113,7 +113,7 @@ fn cert_key(creds: &EtcdCredentials) -> CertKey {
 }
 
 /// `etcdctl role get` and `user get` as root: the permissions and roles as etcd itself reports them.
-fn etcd_auth_state(
+pub(crate) fn etcd_auth_state(
     etcd: &LocalEtcd,
     schema: &str,
     user: &str,
@@ -419,7 +419,7 @@ async fn etcd_tenants_cannot_reach_each_other_and_removing_one_leaves_the_other_
 // ---------------------------------------------------------------------------------------- PostgreSQL
 
 /// The shared PostgreSQL as DataStore settings (its superuser).
-fn pg_settings() -> SqlSettings {
+pub(crate) fn pg_settings() -> SqlSettings {
     match support::postgres() {
         support::PgServer::Local(pg) => {
             SqlSettings::new(format!("127.0.0.1:{}", pg.port()), "postgres", None)
@@ -441,7 +441,7 @@ async fn pg_admin() -> PgConnection {
         .unwrap()
 }
 
-fn pg_url(creds: &SqlCredentials, database: &str) -> String {
+pub(crate) fn pg_url(creds: &SqlCredentials, database: &str) -> String {
     format!(
         "postgres://{}:{}@{}/{database}?sslmode=disable",
         creds.user,
@@ -676,7 +676,7 @@ async fn postgres_works_with_a_datastore_user_that_has_only_createdb_and_creater
 
 // ----------------------------------------------------------------------------------------- MariaDB
 
-fn mysql_settings() -> SqlSettings {
+pub(crate) fn mysql_settings() -> SqlSettings {
     SqlSettings::new(format!("127.0.0.1:{}", support::mariadb().port()), "root", None)
 }
 
@@ -686,7 +686,7 @@ async fn mysql_admin() -> MySqlConnection {
         .unwrap()
 }
 
-fn mysql_url(creds: &SqlCredentials, database: &str) -> String {
+pub(crate) fn mysql_url(creds: &SqlCredentials, database: &str) -> String {
     format!(
         "mysql://{}:{}@{}/{database}",
         creds.user,
@@ -695,7 +695,7 @@ fn mysql_url(creds: &SqlCredentials, database: &str) -> String {
     )
 }
 
-async fn show_grants(admin: &mut MySqlConnection, user: &str) -> Result<Vec<String>, String> {
+pub(crate) async fn show_grants(admin: &mut MySqlConnection, user: &str) -> Result<Vec<String>, String> {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!("show grants for '{user}'@'%'")))
         .fetch_all(admin)
         .await

@@ -13,6 +13,8 @@ mod datastore;
 mod e2e;
 mod graphql;
 mod helm;
+mod migrate;
+mod portal;
 mod serve;
 mod smoke;
 mod structure;

@@ -84,7 +84,12 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     ),
     (
         "crates/datastore/src",
-        &[&["sql", "tests"], &["etcd", "mysql", "nats", "postgres"]],
+        &[
+            &["sql", "tests"],
+            &["etcd", "mysql", "nats", "postgres"],
+            // Moves a tenant between two drivers' datastores.
+            &["migrate"],
+        ],
     ),
     (
         "crates/runtime/src",
@@ -92,11 +97,14 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     ),
     (
         "crates/server/src",
-        &[&["auth", "store"], &["service", "worker"], &["api"]],
+        // The worker starts the children of drains and rebalances through the service's migrations.
+        &[&["auth", "store"], &["service"], &["worker"], &["api"]],
     ),
     (
         "crates/controller/src",
         &[
+            // Pure: what a TenantControlPlane says about its migration.
+            &["migration_plan"],
             &[
                 "apply", "build", "cache", "error", "fetch", "leader", "metrics", "owners", "settings",
                 "status", "used_by",
@@ -104,6 +112,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["datastores", "tenant_control_plane"],
             // Builds from what the TenantControlPlane phase made (Secret names, networks).
             &["in_tenant"],
+            // Drives a migration through the TenantControlPlane phase's provisioning.
+            &["migration"],
         ],
     ),
     ("crates/testkit/src", &[&["fixtures", "wait"], &["app"]]),

@@ -447,6 +447,19 @@ async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
     assert_eq!(body["status"]["endpoint"], "10.0.0.8:6443");
 }
 
+/// Returns once the cluster holds TCPs whose operations are not yet committed (a batch in flight),
+/// or after 20 s (the kill then lands wherever it lands, and the round may not count).
+async fn wait_for_a_batch_in_flight(kube: &kube::Client, db: &PgPool, slug: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let applied = tcps(kube, &format!("tp-{slug}")).await.len() as i64;
+        if applied > count_applied(db).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn worker_process(url: &str, log: &std::path::Path) -> ChildProcess {
     let kubeconfig = support::cluster().kube.kubeconfig_path().to_path_buf();
     let spec = Spec::new("worker", env!("CARGO_BIN_EXE_tenantplane"))
@@ -488,6 +501,7 @@ async fn worker_survives_sigkill_mid_batch_without_duplicates() {
             (count_applied(&db).await >= kill_at).then_some(())
         })
         .await;
+        wait_for_a_batch_in_flight(&kube, &db, &slug).await;
         drop(child); // SIGKILL, with a batch in flight
         let done = count_applied(&db).await;
         let applied = tcps(&kube, &format!("tp-{slug}")).await.len();

@@ -62,6 +62,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/datastores/{name}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Drains a DataStore (platform admin): cordons it (as `POST …/cordon`), then moves every control plane
+         *     off it as the drain plan (`GET …/drain-plan`) says, as one `drain` operation whose children the worker
+         *     starts at most `concurrency` at a time: a live `migrate` per control plane using it as its primary, an
+         *     `update` re-placing the overrides (their data dropped) of one using it only for offloaded resources. A
+         *     move the plan cannot place, or a control plane already migrating, is a failed child with its reason;
+         *     the others go on. The body is optional.
+         */
+        post: operations["drain_datastore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/datastores/{name}/drain-plan": {
         parameters: {
             query?: never;
@@ -90,6 +114,27 @@ export interface paths {
         put?: never;
         /** Uncordons a DataStore (platform admin). */
         post: operations["uncordon_datastore"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/operations/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One drain or rebalance (platform admin): its state, its children with their states and stages, and
+         *     counts per state. A child's own operation is also served to its tenant at
+         *     `/tenants/{tenant}/operations/{operationId}`.
+         */
+        get: operations["get_parent_operation"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -151,6 +196,29 @@ export interface paths {
         head?: never;
         /** Changes a pool's policy or labels (platform admin); the next placements use them. */
         patch: operations["update_pool"];
+        trace?: never;
+    };
+    "/pools/{name}/rebalance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rebalances a `spread` pool (platform admin): plans primary moves from its fullest to its emptiest
+         *     DataStores until the spread imbalance (most minus fewest tenants on its ready, uncordoned DataStores of
+         *     one driver) is at most one tenant, and carries them out as one `rebalance` operation whose children
+         *     (live migrations) the worker starts at most `concurrency` at a time. A balanced pool answers a
+         *     rebalance that has already succeeded, without children. The body is optional.
+         */
+        post: operations["rebalance_pool"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/tenants": {
@@ -420,6 +488,50 @@ export interface paths {
         get: operations["kubeconfig"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/control-planes/{id}/migrate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Starts moving a control plane, live, to another etcd DataStore (platform admin; kine DataStores do not move live yet): 202
+         *     with the `migrate` operation, whose stages are the migration's (`copying`, `catchingUp`, `frozen`,
+         *     `switching`, `verifying`, `done`). The target's capacity is reserved now; the source's is released when
+         *     the operation succeeds, the target's when it fails.
+         */
+        post: operations["migrate_control_plane"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tenants/{tenant}/control-planes/{id}/migrate/abort": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Aborts a live migration before its switch (platform admin): the worker renders the source DataStore
+         *     again, the controller thaws it and removes the target space, and the `migrate` operation fails with
+         *     reason `MigrationAborted` (at once when copying had not started). 202 with that operation. Once the
+         *     migration reached `switching` the tenant serves from the target: 409 naming the stage.
+         */
+        post: operations["abort_migration"];
         delete?: never;
         options?: never;
         head?: never;
@@ -717,6 +829,70 @@ export interface components {
             /** @description The constraint. */
             reason: components["schemas"]["Reason"];
         };
+        /** @description How many children are in each state. */
+        ChildCounts: {
+            /**
+             * Format: int64
+             * @description Ended without it (or never started: `reason` says why).
+             */
+            failed: number;
+            /**
+             * Format: int64
+             * @description Not started yet.
+             */
+            pending: number;
+            /**
+             * Format: int64
+             * @description Started, not ended.
+             */
+            running: number;
+            /**
+             * Format: int64
+             * @description Ended with their goal reached.
+             */
+            succeeded: number;
+        };
+        /** @description One child of a parent operation: a control plane and what moves where. */
+        ChildOperation: {
+            /** @description The control plane's name. */
+            controlPlane: string;
+            /**
+             * Format: uuid
+             * @description The control plane's id.
+             */
+            controlPlaneId: string;
+            /** @description Why it failed, for people. */
+            error?: string | null;
+            /** @description The DataStore it leaves. */
+            from: string;
+            /**
+             * Format: uuid
+             * @description Its operation (in the control plane's tenant), once started.
+             */
+            operationId?: string | null;
+            operationKind?: components["schemas"]["OperationKind"] | null;
+            /**
+             * @description Why it failed, machine-readable: its operation's reason, or `NoCandidate`, `AlreadyMigrating`,
+             *     `OperationOpen`, `Refused`, `ControlPlaneDeleted` when it never started.
+             */
+            reason?: string | null;
+            /** @description The offloaded resources that move (usage `overrides`). */
+            resources: string[];
+            stage?: components["schemas"]["OperationStage"] | null;
+            /** @description `pending` until started, then its operation's (`running` while that is pending or running). */
+            state: components["schemas"]["OperationState"];
+            /** @description The control plane's tenant (slug). */
+            tenant: string;
+            /** @description The DataStore the plan chose; null when nothing fits. */
+            to?: string | null;
+            /** @description What moves. */
+            usage: components["schemas"]["ChildUsage"];
+        };
+        /**
+         * @description What a child moves off its source DataStore.
+         * @enum {string}
+         */
+        ChildUsage: "primary" | "overrides";
         /** @description How claims map to the user. */
         ClaimMappings: {
             /** @description Extra attributes. */
@@ -1099,6 +1275,19 @@ export interface components {
             password?: components["schemas"]["SecretKeyRef"] | null;
             username?: components["schemas"]["SecretKeyRef"] | null;
         };
+        /** @description Body of `POST /datastores/{name}/drain` (optional). */
+        DrainDataStore: {
+            /**
+             * Format: int64
+             * @description Children running at once, 1–10 (default 2).
+             */
+            concurrency?: number | null;
+            /**
+             * @description What happens to override data: `drop` (default; the only one supported), as for a migration.
+             * @enum {unknown}
+             */
+            overrides?: components["schemas"]["OverridesPolicy"];
+        };
         /** @description One move of a drain plan, as the API shows it. */
         DrainMove: {
             /** @description Why nothing fits: each hard constraint and how many DataStores it ruled out, most first. */
@@ -1179,6 +1368,13 @@ export interface components {
              *     the list's uniqueness rule within the API server's budget.)
              */
             url: string;
+        };
+        /** @description Body of `POST /tenants/{tenant}/control-planes/{id}/migrate`. */
+        MigrateControlPlane: {
+            /** @description What happens to the override DataStores' data: `drop` (default; `move` is refused for now). */
+            overrides?: components["schemas"]["OverridesPolicy"];
+            /** @description The DataStore to move to: same driver as the current one, ready, uncordoned, with capacity. */
+            target: string;
         };
         /**
          * @description Body of `POST /tenants/{tenant}/tokens`.
@@ -1270,7 +1466,7 @@ export interface components {
          * @description What an operation does to its control plane.
          * @enum {string}
          */
-        OperationKind: "create" | "update" | "delete";
+        OperationKind: "create" | "update" | "delete" | "migrate";
         /** @description A page of operations, newest first, with an opaque cursor for the next (older) page. */
         OperationPage: {
             /** @description Items, newest first. */
@@ -1283,13 +1479,70 @@ export interface components {
          *     `certificates`, `deployed`, `ready`; a delete goes `requested`, `applied`, `deleted`.
          * @enum {string}
          */
-        OperationStage: "placed" | "requested" | "applied" | "datastoreReady" | "certificates" | "deployed" | "ready" | "deleted";
+        OperationStage: "placed" | "requested" | "applied" | "datastoreReady" | "certificates" | "deployed" | "ready" | "deleted" | "copying" | "catchingUp" | "frozen" | "switching" | "verifying" | "done";
         /**
          * @description Where an operation is: `pending` until the worker takes it, `running` until it is done, then
          *     `succeeded` or `failed`.
          * @enum {string}
          */
         OperationState: "pending" | "running" | "succeeded" | "failed";
+        /**
+         * @description What a migration does with the override DataStores' data.
+         * @enum {string}
+         */
+        OverridesPolicy: "drop" | "move";
+        /**
+         * @description What a parent operation does.
+         * @enum {string}
+         */
+        ParentKind: "drain" | "rebalance";
+        /**
+         * @description A drain or rebalance: `running` while any child is pending or running, then `succeeded` when every
+         *     child did, `failed` when any failed (`error` names which and why).
+         */
+        ParentOperation: {
+            /** @description The children in the order they start. */
+            children: components["schemas"]["ChildOperation"][];
+            /**
+             * Format: int32
+             * @description Children running at once, at most.
+             */
+            concurrency: number;
+            /** @description Children per state. */
+            counts: components["schemas"]["ChildCounts"];
+            /**
+             * Format: date-time
+             * @description Created.
+             */
+            createdAt: string;
+            /** @description Whether it has ended. */
+            done: boolean;
+            /** @description Which children failed and why. */
+            error?: string | null;
+            /**
+             * Format: date-time
+             * @description When it ended.
+             */
+            finishedAt?: string | null;
+            /**
+             * Format: uuid
+             * @description Id (`GET /operations/{id}`).
+             */
+            id: string;
+            /** @description What it does. */
+            kind: components["schemas"]["ParentKind"];
+            /** @description Why it failed, machine-readable (`ChildrenFailed`). */
+            reason?: string | null;
+            /** @description Where it is (never `pending`). */
+            state: components["schemas"]["OperationState"];
+            /** @description The drained DataStore or the rebalanced pool. */
+            subject: string;
+            /**
+             * Format: date-time
+             * @description Updated.
+             */
+            updatedAt: string;
+        };
         /** @description The DataStores of a control plane. */
         Placement: {
             /** @description The primary DataStore (`spec.dataStore`). */
@@ -1384,6 +1637,14 @@ export interface components {
          * @enum {string}
          */
         Reason: "driver_not_allowed" | "primary_not_etcd" | "override_not_etcd" | "label_mismatch" | "already_used" | "ca_mismatch" | "not_ready" | "cordoned" | "nats_in_use" | "dedicated_in_use" | "at_capacity" | "at_byte_capacity" | "no_override_on_ca";
+        /** @description Body of `POST /pools/{name}/rebalance` (optional). */
+        RebalancePool: {
+            /**
+             * Format: int64
+             * @description Children running at once, 1–10 (default 2).
+             */
+            concurrency?: number | null;
+        };
         /**
          * @description What a token may do.
          * @enum {string}
@@ -1538,6 +1799,12 @@ export interface components {
          *     }
          */
         UpdateControlPlane: {
+            /**
+             * @description Platform admins only, and alone: the DataStore to move to, live, as `POST …/migrate {target}`
+             *     (the same checks, a `migrate` operation; problems name `datastore`). Other callers get the answer
+             *     of an unknown field.
+             */
+            datastore?: string | null;
             /** @description New version: same or next minor, never lower. */
             kubernetesVersion?: string | null;
             /** @description Replaces the labels. */
@@ -2330,6 +2597,164 @@ export interface operations {
             };
         };
     };
+    drain_datastore: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description DataStore name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DrainDataStore"] | null;
+            };
+        };
+        responses: {
+            /** @description Accepted: the drain, `running` until every child has ended */
+            202: {
+                headers: {
+                    /** @description The drain: `/api/v1/operations/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParentOperation"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A drain of this DataStore is open (the problem names `name`), or it holds tenants but is in no pool the engine can plan in */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input (`concurrency` out of 1–10, `overrides: move`), or a DataStore whose tenants cannot move live (kine, NATS; the problem names `name`) */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     drain_plan: {
         parameters: {
             query?: never;
@@ -2459,6 +2884,103 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DataStore"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_parent_operation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Operation id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParentOperation"];
                 };
             };
             /** @description Missing, invalid, expired or revoked token */
@@ -3217,6 +3739,164 @@ export interface operations {
                 };
             };
             /** @description Invalid input; the problem names each field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    rebalance_pool: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pool name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RebalancePool"] | null;
+            };
+        };
+        responses: {
+            /** @description Accepted: the rebalance, `running` until every child has ended */
+            202: {
+                headers: {
+                    /** @description The rebalance: `/api/v1/operations/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParentOperation"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A rebalance of this pool is open, or the pool's policy is not `spread` (the problem names `name`) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input (`concurrency` out of 1–10); the problem names the field */
             422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
@@ -5727,6 +6407,299 @@ export interface operations {
                 };
             };
             /** @description Unavailable */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    migrate_control_plane: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first response for the same body */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MigrateControlPlane"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the operation carries the migration */
+            202: {
+                headers: {
+                    /** @description The control plane's generation, for `If-Match` */
+                    ETag?: string;
+                    /** @description The operation that carries the change: `/api/v1/tenants/{tenant}/operations/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description The body is not valid JSON */
+            400: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state (an open operation; the target not ready, cordoned or full) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body exceeds the size limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not sent as application/json */
+            415: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input (no such DataStore, the current one, another driver, NATS, or kine: only etcd moves live); the problem names the field */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    abort_migration: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Replays the first response */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Tenant slug */
+                tenant: string;
+                /** @description Control-plane id or name */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the migration's operation, failing with `MigrationAborted` once unwound */
+            202: {
+                headers: {
+                    /** @description The control plane's generation, for `If-Match` */
+                    ETag?: string;
+                    /** @description The operation that carries the change: `/api/v1/tenants/{tenant}/operations/{id}` */
+                    Location?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Accepted"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    /** @description `Bearer error="invalid_token"` */
+                    "WWW-Authenticate"?: string;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller's role is too low */
+            403: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found, or not visible to the caller */
+            404: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No open migration, or it reached `switching` (the problem names the stage) */
+            409: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid parameters; the problem names each */
+            422: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token is over its rate limit; retry after Retry-After */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An internal error; the problem carries the request id to quote */
+            500: {
+                headers: {
+                    /** @description The request's id: the caller's `x-request-id`, or one generated for it */
+                    "x-request-id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (the database or the management cluster) is unavailable; retry after Retry-After */
             503: {
                 headers: {
                     /** @description Seconds to wait before retrying */

@@ -70,6 +70,11 @@ pub fn referenced_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
             names.extend(o.data_store_name.clone());
         }
     }
+    // A running migration holds both spaces until it ends.
+    if let Some(m) = crate::migration_plan::active(tcp) {
+        names.insert(m.source.clone());
+        names.insert(m.target.clone());
+    }
     names.retain(|n| !n.is_empty());
     names
 }
@@ -237,7 +242,7 @@ pub fn driver(ds: &ResolvedDataStore, alg: KeyAlgorithm) -> Result<AnyDriver, Da
                 key,
             );
             settings.key_algorithm = alg;
-            Ok(AnyDriver::Etcd(Box::new(EtcdDriver::new(settings)?)))
+            Ok(AnyDriver::Etcd(std::sync::Arc::new(EtcdDriver::new(settings)?)))
         }
         Driver::PostgreSQL | Driver::MySQL => {
             let mut settings = SqlSettings::new(

@@ -23,6 +23,8 @@ pub mod fetch;
 pub mod in_tenant;
 pub mod leader;
 pub mod metrics;
+pub mod migration;
+pub mod migration_plan;
 pub mod owners;
 pub mod settings;
 pub mod status;
@@ -98,6 +100,8 @@ pub struct Context {
     pub owners: owners::Owners,
     /// The in-tenant phase's kept clients and what it applied.
     pub in_tenant: in_tenant::Tenants,
+    /// The running migrations to other DataStores.
+    pub migrations: migration::Migrations,
 }
 
 /// What a successful datastore provisioning left behind, to recognise a reconcile with nothing new.
@@ -145,6 +149,7 @@ impl Context {
             used_by: used_by::UsedBy::default(),
             owners: owners::Owners::default(),
             in_tenant: in_tenant::Tenants::default(),
+            migrations: migration::Migrations::default(),
         }
     }
 
@@ -369,6 +374,10 @@ fn trigger_fingerprint(tcp: &TenantControlPlane) -> Option<u64> {
         .as_ref()
         .map(|t| t.0.to_string())
         .hash(&mut hasher);
+    // A migration's new stage moves the datastore phase (e.g. to the target at `Switching`).
+    migration_plan::migration(tcp)
+        .map(|m| (m.stage.as_str(), m.target.as_str()))
+        .hash(&mut hasher);
     Some(hasher.finish())
 }
 
@@ -425,6 +434,8 @@ where
 
 /// Runs both controllers until `shutdown` resolves (no leader election: see [`run`]).
 pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 'static) {
+    // Migration tasks live only as long as the controllers do (also when this future is dropped).
+    let _migrations = migration::StopOnDrop(ctx.clone());
     let tcp_selector = ctx.settings.control_plane_selector.clone();
     let (shutdown_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let signal = |mut rx: tokio::sync::broadcast::Receiver<()>| async move {

@@ -113,6 +113,11 @@ impl fmt::Debug for EtcdDriver {
     }
 }
 
+/// The etcd role of a tenant: named after its schema.
+pub fn role_name(tenant: &TenantSpace) -> &str {
+    tenant.schema()
+}
+
 /// The key prefix of a schema, `/<schema>/`.
 pub fn prefix(schema: &str) -> String {
     format!("/{schema}/")
@@ -168,6 +173,22 @@ impl EtcdDriver {
             endpoint_label,
             client: std::sync::Mutex::new(None),
         })
+    }
+
+    /// A connected client as the DataStore's root user (the kept one, or a new connection).
+    pub(crate) async fn client(&self) -> Result<Client, DatastoreError> {
+        self.connect().await
+    }
+
+    /// The endpoints as `host:port,host:port`, for error messages.
+    pub(crate) fn endpoint_label(&self) -> &str {
+        &self.endpoint_label
+    }
+
+    /// Maps an etcd-client error of `operation` to a [`DatastoreError`] (dropping the kept client
+    /// after a transient one).
+    pub(crate) fn map(&self, operation: &'static str, error: etcd_client::Error) -> DatastoreError {
+        self.error(operation, error)
     }
 
     /// The kept client, or a new connection (kept for the next request).
@@ -666,7 +687,7 @@ const STALE_AUTH: &str = "revision of auth store is old";
 /// Runs `operation` again while etcd refuses it for a stale auth revision (at most 10 times, 20 ms to
 /// 200 ms apart, with jitter so that concurrent provisionings spread out). Provisioning and
 /// deprovisioning are idempotent, so a repeated step changes nothing it already did.
-async fn retrying_stale_auth<T, F, Fut>(operation: F) -> Result<T, DatastoreError>
+pub(crate) async fn retrying_stale_auth<T, F, Fut>(operation: F) -> Result<T, DatastoreError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, DatastoreError>>,

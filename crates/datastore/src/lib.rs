@@ -25,6 +25,7 @@ use tenantplane_crd as k8s;
 use tenantplane_pki as pki;
 
 pub mod etcd;
+pub mod migrate;
 pub mod mysql;
 pub mod nats;
 pub mod postgres;
@@ -677,8 +678,8 @@ pub(crate) async fn with_timeout<T>(
 /// Any driver, for callers that pick the backend at run time (the trait is not object-safe).
 #[derive(Debug)]
 pub enum AnyDriver {
-    /// etcd (boxed: it holds the CA signing key and TLS material).
-    Etcd(Box<etcd::EtcdDriver>),
+    /// etcd (shared: it holds the CA signing key and TLS material, and a migration uses it too).
+    Etcd(std::sync::Arc<etcd::EtcdDriver>),
     /// PostgreSQL.
     Postgres(postgres::PostgresDriver),
     /// MySQL / MariaDB.

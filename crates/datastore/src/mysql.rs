@@ -42,6 +42,16 @@ const EXPECTED_FLAGS: &str = "YYYYYYYNN";
 /// The database of the ownership registry; no tenant schema may use it.
 pub const REGISTRY_DATABASE: &str = "tenantplane";
 
+/// The database of live migrations' freeze flags (one table per frozen tenant database, see
+/// the kine mover's freeze in `migrate::sql`); no tenant schema may use it.
+pub const FREEZE_DATABASE: &str = "tenantplane_freeze";
+
+/// ER_NO_SUCH_THREAD: the connection to kill is already gone.
+const NO_SUCH_THREAD: u16 = 1094;
+
+/// `information_schema.processlist.state` of a statement waiting for a table's metadata lock.
+const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";
+
 const REGISTRY_DDL: [&str; 2] = [
     "create database if not exists `tenantplane`",
     "create table if not exists `tenantplane`.`owners` (\
@@ -105,6 +115,14 @@ pub fn quote_literal(value: &str, no_backslash_escapes: bool) -> String {
     quoted
 }
 
+/// Whether `error` is MySQL error `number`.
+fn is_error(error: &sqlx::Error, number: u16) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == number)
+}
+
 impl MySqlDriver {
     /// A driver for the server in `settings`.
     pub fn new(settings: SqlSettings) -> Result<Self, DatastoreError> {
@@ -143,6 +161,18 @@ impl MySqlDriver {
         }
     }
 
+    /// An admin connection whose default database is `database` (a tenant's).
+    pub(crate) async fn connect_to(&self, database: &str) -> Result<MySqlConnection, DatastoreError> {
+        MySqlConnection::connect_with(&self.options().database(database))
+            .await
+            .map_err(|e| self.error("connect to the tenant database", e, None))
+    }
+
+    /// The admin settings this driver was built from.
+    pub fn settings(&self) -> &SqlSettings {
+        &self.settings
+    }
+
     async fn connect(&self) -> Result<MySqlConnection, DatastoreError> {
         MySqlConnection::connect_with(&self.options())
             .await
@@ -174,6 +204,7 @@ impl MySqlDriver {
             "performance_schema",
             "sys",
             REGISTRY_DATABASE,
+            FREEZE_DATABASE,
         ];
         refuse_reserved("schema", tenant.schema(), &databases, &[])?;
         refuse_reserved(
@@ -192,7 +223,11 @@ impl MySqlDriver {
         Ok(())
     }
 
-    async fn no_backslash_escapes(&self, conn: &mut MySqlConnection) -> Result<bool, DatastoreError> {
+    /// Whether the session runs with `NO_BACKSLASH_ESCAPES` (it decides how literals are quoted).
+    pub(crate) async fn no_backslash_escapes(
+        &self,
+        conn: &mut MySqlConnection,
+    ) -> Result<bool, DatastoreError> {
         let mode: String = sqlx::query_scalar("select @@session.sql_mode")
             .fetch_one(conn)
             .await
@@ -468,6 +503,104 @@ impl MySqlDriver {
         }))
     }
 
+    /// Drops the tenant's database, then its migration freeze flag. Writes that sleep in a freeze hold
+    /// the table's metadata lock until their session ends, so the drop waits; meanwhile every other
+    /// session of the tenant (its user, or its database as the default) is killed. The kills start only
+    /// once the drop waits for the table: from then on, new reads of the table wait behind it. kine
+    /// answers a create whose insert failed as a success when it then reads the key and finds no row
+    /// (`LogStructured.Create`), so a killed write must not find a read that works.
+    async fn drop_database(
+        &self,
+        conn: &mut MySqlConnection,
+        schema: &str,
+        user: &str,
+    ) -> Result<(), DatastoreError> {
+        let mut dropper = self.connect().await?;
+        let id: i64 = sqlx::query_scalar("select cast(connection_id() as signed)")
+            .fetch_one(&mut dropper)
+            .await
+            .map_err(|e| self.error("read the connection id", e, None))?;
+        let wait = format!(
+            "set session lock_wait_timeout = {}",
+            self.settings.timeout.as_secs().max(1)
+        );
+        self.exec(&mut dropper, "set the lock wait timeout", wait, None)
+            .await?;
+        let drop = format!("drop database if exists {}", quote_ident(schema));
+        let dropped = tokio::select! {
+            dropped = self.exec(&mut dropper, "drop the tenant database", drop, None) => dropped,
+            failed = self.end_sessions(conn, schema, user, id) => Err(failed),
+        };
+        let _ = dropper.close().await;
+        dropped?;
+        let flag = format!(
+            "drop table if exists {}.{}",
+            quote_ident(FREEZE_DATABASE),
+            quote_ident(schema)
+        );
+        self.exec(conn, "drop the tenant's freeze flag", flag, None).await
+    }
+
+    /// Kills the tenant's sessions whenever connection `dropper` waits for a table lock; returns only
+    /// on a failure.
+    async fn end_sessions(
+        &self,
+        conn: &mut MySqlConnection,
+        schema: &str,
+        user: &str,
+        dropper: i64,
+    ) -> DatastoreError {
+        loop {
+            if let Err(e) = self.kill_sessions(conn, schema, user, dropper).await {
+                return e;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Kills every session of the tenant but this one and `dropper`, if `dropper` waits for a table.
+    async fn kill_sessions(
+        &self,
+        conn: &mut MySqlConnection,
+        schema: &str,
+        user: &str,
+        dropper: i64,
+    ) -> Result<(), DatastoreError> {
+        let state: Option<Option<String>> = sqlx::query_scalar(
+            "select cast(state as char character set utf8mb4) from information_schema.processlist \
+             where id = ?",
+        )
+        .bind(dropper)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| self.error("read the drop's state", e, None))?;
+        if state.flatten().as_deref() != Some(WAITING_FOR_TABLE) {
+            return Ok(());
+        }
+        let sessions: Vec<i64> = sqlx::query_scalar(
+            "select cast(id as signed) from information_schema.processlist \
+             where (db = ? or user = ?) and id <> ? and id <> connection_id()",
+        )
+        .bind(schema)
+        .bind(user)
+        .bind(dropper)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| self.error("list the tenant's sessions", e, None))?;
+        for session in sessions {
+            let killed = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("kill connection {session}")))
+                .execute(&mut *conn)
+                .await;
+            match killed {
+                Err(e) if !is_error(&e, NO_SUCH_THREAD) => {
+                    return Err(self.error("end a session of the tenant", e, None));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Drops the account and the database where the registry marks them the tenant's, then their rows.
     async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let (schema, user) = (tenant.schema(), tenant.user());
@@ -475,19 +608,7 @@ impl MySqlDriver {
         self.ensure_registry(&mut conn).await?;
         let nbe = self.no_backslash_escapes(&mut conn).await?;
         let mut outcome = Deprovisioned::default();
-        let targets = [
-            (
-                "user",
-                user,
-                format!("drop user if exists {}@'%'", quote_literal(user, nbe)),
-            ),
-            (
-                "schema",
-                schema,
-                format!("drop database if exists {}", quote_ident(schema)),
-            ),
-        ];
-        for (field, name, drop) in targets {
+        for (field, name) in [("user", user), ("schema", schema)] {
             let Some(marker) = self.marker(&mut conn, field, name).await? else {
                 if self.exists(&mut conn, field, name).await? {
                     outcome.note(field, name, &Claim::Unmarked);
@@ -499,7 +620,12 @@ impl MySqlDriver {
                 outcome.note(field, name, &claim);
                 continue;
             }
-            self.exec(&mut conn, "drop a tenant name", drop, None).await?;
+            if field == "user" {
+                let drop = format!("drop user if exists {}@'%'", quote_literal(user, nbe));
+                self.exec(&mut conn, "drop the tenant user", drop, None).await?;
+            } else {
+                self.drop_database(&mut conn, schema, user).await?;
+            }
             sqlx::query("delete from `tenantplane`.`owners` where kind = ? and name = ? and marker = ?")
                 .bind(field)
                 .bind(name)
@@ -605,6 +731,7 @@ mod tests {
             ("mysql", "t"),
             ("SYS", "t"),
             ("tenantplane", "t"),
+            ("tenantplane_freeze", "t"),
             ("t", "root"),
             ("t", "mariadb.sys"),
             ("t", "admin"),

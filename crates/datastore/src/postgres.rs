@@ -98,6 +98,18 @@ impl PostgresDriver {
         }
     }
 
+    /// An admin connection to `database` (a tenant's) instead of the maintenance database.
+    pub(crate) async fn connect_to(&self, database: &str) -> Result<PgConnection, DatastoreError> {
+        PgConnection::connect_with(&self.options().database(database))
+            .await
+            .map_err(|e| self.error("connect to the tenant database", e, None))
+    }
+
+    /// The admin settings this driver was built from.
+    pub fn settings(&self) -> &SqlSettings {
+        &self.settings
+    }
+
     async fn connect(&self) -> Result<PgConnection, DatastoreError> {
         PgConnection::connect_with(&self.options())
             .await
@@ -374,6 +386,34 @@ impl PostgresDriver {
         }))
     }
 
+    /// Takes the tenant role's privileges on the tables of its database, before the drop ends its
+    /// sessions. kine answers a create whose insert failed as a success when it then reads the key and
+    /// finds no row (`LogStructured.Create`), so a write that sleeps in a migration's freeze when its
+    /// session is ended must find the reads failing too: privileges are checked at every statement.
+    async fn revoke_table_privileges(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let mut conn = match self.connect_to(tenant.schema()).await {
+            Ok(conn) => conn,
+            // Gone meanwhile: nothing to drop either.
+            Err(DatastoreError::InvalidConfig { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let role: bool = sqlx::query_scalar("select exists (select from pg_roles where rolname = $1)")
+            .bind(tenant.user())
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| self.error("look up the tenant role", e, None))?;
+        if role {
+            let revoke = format!(
+                "revoke all on all tables in schema public from {}",
+                quote_ident(tenant.user())
+            );
+            self.exec(&mut conn, "revoke the tenant's table privileges", revoke, None)
+                .await?;
+        }
+        let _ = conn.close().await;
+        Ok(())
+    }
+
     /// Drops the database and the role where they are the tenant's; reports what it left alone.
     async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let (schema, user) = (tenant.schema(), tenant.user());
@@ -390,6 +430,7 @@ impl PostgresDriver {
                 _ => tenant.owner().judge(marker.as_deref()),
             };
             if claim == Claim::Ours {
+                self.revoke_table_privileges(tenant).await?;
                 let drop = format!("drop database if exists {} with (force)", quote_ident(schema));
                 self.exec(&mut conn, "drop the tenant database", drop, None)
                     .await?;

@@ -466,6 +466,7 @@ impl DevStack {
              API:      {u}/api/v1   (OpenAPI: {u}/api/v1/openapi.json)\n\
              GraphiQL: {u}/graphql\n\
              Docs:     {u}/docs\n\
+             Portal:   {u}/portal/#token={}   (signed in as the demo tenant's member; admin: #token=<platform-admin token>)\n\
              Platform-admin token: {}\n\
              Demo tenant token ({DEMO_TENANT}, tenant-member): {}\n\
              Create a control plane:\n  {}\n\
@@ -476,6 +477,7 @@ impl DevStack {
              {}\
              Management cluster (admin): KUBECONFIG={} {kubectl} get tcp -A\n\
              Scratch directory: {} (removed on Ctrl-C)\n",
+            self.demo_token,
             self.admin_token,
             self.demo_token,
             self.create_command(),

@@ -70,6 +70,14 @@ async fn make_run_prints_urls_and_a_curl_that_creates_a_control_plane_which_beco
     assert!(base.starts_with("http://127.0.0.1:"), "{api}");
     assert_eq!(field("GraphiQL:"), format!("{base}/graphql"));
     assert_eq!(field("Docs:"), format!("{base}/docs"));
+    // The portal link signs in with the demo member's token, carried in the fragment (never sent).
+    let portal = field("Portal:");
+    let demo = field("Demo tenant token (demo, tenant-member):");
+    assert_eq!(
+        portal.split_whitespace().next(),
+        Some(format!("{base}/portal/#token={demo}").as_str()),
+        "{portal}"
+    );
     assert_eq!(field("Platform-admin token:").split('.').count(), 3);
     let curl = lines
         .iter()
@@ -112,6 +120,9 @@ async fn make_run_prints_urls_and_a_curl_that_creates_a_control_plane_which_beco
 
     let readyz = reqwest::get(format!("{base}/readyz")).await.unwrap();
     assert_eq!(readyz.status(), 200);
+    let page = reqwest::get(format!("{base}/portal/")).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
 
     // The printed curl, as a user would paste it.
     let out = Command::new("sh").args(["-c", &curl]).output().unwrap();

@@ -78,6 +78,14 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
             Platform,
         ),
         (
+            ("POST", "/tenants/{tenant}/control-planes/{id}/migrate"),
+            Platform,
+        ),
+        (
+            ("POST", "/tenants/{tenant}/control-planes/{id}/migrate/abort"),
+            Platform,
+        ),
+        (
             ("POST", "/tenants/{tenant}/control-planes/{id}/authenticators"),
             Tenant(Role::TenantAdmin),
         ),
@@ -137,6 +145,9 @@ fn rules() -> BTreeMap<(&'static str, &'static str), Needs> {
         (("POST", "/datastores/{name}/cordon"), Platform),
         (("POST", "/datastores/{name}/uncordon"), Platform),
         (("GET", "/datastores/{name}/drain-plan"), Platform),
+        (("POST", "/datastores/{name}/drain"), Platform),
+        (("POST", "/pools/{name}/rebalance"), Platform),
+        (("GET", "/operations/{id}"), Platform),
         (("POST", "/placements:simulate"), Platform),
     ])
 }
@@ -353,6 +364,9 @@ fn body(method: &str, template: &str) -> Option<Value> {
         ("POST", "/pools") => Some(json!({"name": super::super::support::unique("pool")})),
         ("POST", "/datastores") => Some(datastore_body(&super::super::support::unique("ds"))),
         ("POST", "/placements:simulate") => Some(json!({"sizeClass": "small"})),
+        ("POST", "/tenants/{tenant}/control-planes/{id}/migrate") => Some(json!({"target": "etcd-1"})),
+        ("POST", "/datastores/{name}/drain") => Some(json!({"concurrency": 1})),
+        ("POST", "/pools/{name}/rebalance") => Some(json!({"concurrency": 1})),
         _ => None,
     }
 }

@@ -43,10 +43,12 @@ enabled = true
 include-name = "GET /tenants/{{tenant}}/operations/{{id}}"
 parameters = {{ "query.waitSeconds" = 0 }}
 
-# A well-formed If-Match that is not the current ETag is answered 412, as it should be.
+# A well-formed If-Match that is not the current ETag is answered 412, as it should be. A `datastore`
+# starts a migration (platform admins): it must name a DataStore the control plane can move to, and come
+# alone (422 naming `datastore` otherwise); other callers get 422 for it as for an unknown field.
 [[operations]]
 include-name = "PATCH /tenants/{{tenant}}/control-planes/{{id}}"
-checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "412"]
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "412", "422"]
 
 # Suspending and deleting a tenant turn its tokens away: these run on a tenant of their own (without
 # control planes), so the other operations keep theirs.
@@ -74,6 +76,22 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 [[operations]]
 include-name = "PATCH /datastores/{{name}}"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
+
+# A drain of a NATS DataStore with tenants is refused (422 naming `name`: a bucket cannot move); a second
+# open drain or rebalance, or a rebalance of a pool that is not `spread`, is 409.
+[[operations]]
+include-name = "POST /datastores/{{name}}/drain"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-name = "POST /pools/{{name}}/rebalance"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
+
+# A migration's target must name a ready DataStore of the control plane's driver, other than its own,
+# with room (422 or 409 naming `target` otherwise), and `overrides: move` is refused (422) for now.
+[[operations]]
+include-name = "POST /tenants/{{tenant}}/control-planes/{{id}}/migrate"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 # Whether a JWT authenticator is valid also depends on its CEL parsing and on cross-field rules (a claim
 # or an expression, reserved prefixes) that JSON Schema cannot state: a schema-valid one may be 422, naming

@@ -5,6 +5,7 @@
 //! other. Tokens are minted through the API, as a tenant would.
 
 mod cli;
+mod drain;
 mod etcd;
 mod identity;
 mod join_tokens;
@@ -12,6 +13,7 @@ mod kine;
 mod konnectivity;
 mod kubeadm;
 mod lifecycle;
+mod migration;
 mod node_join;
 mod nodes;
 mod ts_client;
@@ -36,6 +38,7 @@ use tenantplane_devenv::{
     localenv::{
         self,
         etcd::{EtcdOptions, LocalEtcd},
+        process::{ChildProcess, Spec},
     },
     runner::{Runner, RunnerSettings},
 };
@@ -71,7 +74,25 @@ pub struct Stack {
     pub ns: String,
     pub runner: Runner,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The controllers as a `tenantplane controller` process (see [`stack_with_controller_process`]).
+    controller: Option<ControllerProcess>,
     _worker: Arc<Worker>,
+}
+
+/// How a stack runs its controllers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Controllers {
+    /// In a task of the test process.
+    Task,
+    /// As a `tenantplane controller` child process, which a test can SIGKILL and start again.
+    Process,
+}
+
+/// The controllers' child process and what starts it again.
+struct ControllerProcess {
+    spec: Spec,
+    log: std::path::PathBuf,
+    child: Option<ChildProcess>,
 }
 
 impl Drop for Stack {
@@ -84,6 +105,16 @@ impl Drop for Stack {
 
 /// Starts a stack with `n` tenants.
 pub async fn stack(prefix: &str, n: usize) -> Stack {
+    start_stack(prefix, n, Controllers::Task).await
+}
+
+/// Starts a stack with `n` tenants whose controllers run as a child process
+/// ([`Stack::kill_controller`], [`Stack::start_controller`]).
+pub async fn stack_with_controller_process(prefix: &str, n: usize) -> Stack {
+    start_stack(prefix, n, Controllers::Process).await
+}
+
+async fn start_stack(prefix: &str, n: usize, controllers: Controllers) -> Stack {
     support::crds_installed();
     let kube = support::client().await;
     let app = spawn_app_with(Some(kube.clone())).await;
@@ -133,19 +164,17 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
     settings.resync = Duration::from_secs(30);
     // The in-tenant phase's periodic check, short enough for the remediation tests.
     settings.in_tenant_resync = Duration::from_secs(10);
-    tasks.push(tokio::spawn({
-        let kube = kube.clone();
-        async move {
-            let _ = tenantplane::controller::run(
-                kube,
-                settings,
-                None,
-                Arc::new(Metrics::default()),
-                std::future::pending(),
-            )
-            .await;
+    let controller = match controllers {
+        Controllers::Task => {
+            tasks.push(spawn_controller(&kube, &settings));
+            None
         }
-    }));
+        Controllers::Process => {
+            let mut process = controller_process(&settings);
+            process.child = Some(spawn_controller_process(&process));
+            Some(process)
+        }
+    };
 
     let mut runner_settings = RunnerSettings::new(localenv::workdir().unwrap().join(&id[id.len() - 10..]));
     runner_settings.namespaces = Some(
@@ -163,8 +192,61 @@ pub async fn stack(prefix: &str, n: usize) -> Stack {
         ns,
         runner,
         tasks,
+        controller,
         _worker: worker,
     }
+}
+
+/// The `tenantplane controller` command line of `settings` (no leader election: one replica).
+fn controller_process(settings: &ControllerSettings) -> ControllerProcess {
+    let kubeconfig = support::cluster().kube.kubeconfig_path().to_path_buf();
+    let log = localenv::scratch_dir("controller-process")
+        .unwrap()
+        .join(format!("{}.log", settings.identity));
+    let mut spec = Spec::new("controller", env!("CARGO_BIN_EXE_tenantplane"))
+        .args(["controller", "--leader-election", "false"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--identity", &settings.identity])
+        .args(["--concurrency", &settings.concurrency.to_string()])
+        .args(["--kine-image", &settings.workload.kine_image])
+        .args([
+            "--in-tenant-resync-secs",
+            &settings.in_tenant_resync.as_secs().to_string(),
+        ])
+        .args(["--kubeconfig", &kubeconfig.to_string_lossy()])
+        .env("RUST_LOG", "info");
+    for (flag, value) in [
+        ("--datastore-selector", &settings.datastore_selector),
+        ("--control-plane-selector", &settings.control_plane_selector),
+    ] {
+        if let Some(value) = value {
+            spec = spec.args([flag, value.as_str()]);
+        }
+    }
+    ControllerProcess {
+        spec,
+        log,
+        child: None,
+    }
+}
+
+fn spawn_controller_process(process: &ControllerProcess) -> ChildProcess {
+    ChildProcess::spawn(&process.spec, &process.log).unwrap()
+}
+
+/// The controllers in a task of their own.
+fn spawn_controller(kube: &kube::Client, settings: &ControllerSettings) -> tokio::task::JoinHandle<()> {
+    let (kube, settings) = (kube.clone(), settings.clone());
+    tokio::spawn(async move {
+        let _ = tenantplane::controller::run(
+            kube,
+            settings,
+            None,
+            Arc::new(Metrics::default()),
+            std::future::pending(),
+        )
+        .await;
+    })
 }
 
 /// TLS etcds sharing one CA.
@@ -520,6 +602,28 @@ impl Stack {
 }
 
 impl Stack {
+    /// SIGKILLs the controllers' process (a stack of [`stack_with_controller_process`]); returns its pid.
+    pub fn kill_controller(&mut self) -> u32 {
+        let process = self
+            .controller
+            .as_mut()
+            .expect("a stack with a controller process");
+        let child = process.child.take().expect("the controller process runs");
+        let pid = child.pid();
+        drop(child); // SIGKILL
+        pid
+    }
+
+    /// Starts the controllers' process again after [`Stack::kill_controller`].
+    pub fn start_controller(&mut self) {
+        let process = self
+            .controller
+            .as_mut()
+            .expect("a stack with a controller process");
+        assert!(process.child.is_none(), "the controller process already runs");
+        process.child = Some(spawn_controller_process(process));
+    }
+
     /// Stops the runner and checks that none of its processes is left.
     pub async fn stop(mut self) {
         let dir = self.runner.dir().to_string_lossy().into_owned();

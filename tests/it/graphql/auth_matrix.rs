@@ -69,6 +69,76 @@ fn rules() -> BTreeMap<&'static str, (Needs, &'static str)> {
         ),
         ("Query.pools", (Platform, "{ pools { nodes { name usedBy } } }")),
         (
+            "Query.drainPlan",
+            (
+                Platform,
+                r#"{ drainPlan(dataStore: "etcd-1") { controlPlaneId to } }"#,
+            ),
+        ),
+        (
+            "Query.placementPreview",
+            (
+                Tenant(Role::TenantMember),
+                r#"{ placementPreview(tenant: "$T", input: {tenant: "$T", name: "$NEW", kubernetesVersion: "v1.33.2"}) { dataStore } }"#,
+            ),
+        ),
+        (
+            "Query.parentOperation",
+            (
+                Platform,
+                r#"{ parentOperation(id: "00000000-0000-0000-0000-000000000001") { id state counts { running } } }"#,
+            ),
+        ),
+        (
+            "Mutation.migrateControlPlane",
+            (
+                Platform,
+                r#"mutation { migrateControlPlane(input: {id: "$CP", target: "etcd-1"}) { operation { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.abortMigration",
+            (
+                Platform,
+                r#"mutation { abortMigration(input: {id: "$CP"}) { operation { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.drainDataStore",
+            (
+                Platform,
+                r#"mutation { drainDataStore(input: {name: "etcd-1", concurrency: 1}) { operation { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.rebalancePool",
+            (
+                Platform,
+                r#"mutation { rebalancePool(input: {name: "gold", concurrency: 1}) { operation { id } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.cordonDataStore",
+            (
+                Platform,
+                r#"mutation { cordonDataStore(input: {name: "etcd-1"}) { dataStore { cordoned } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.uncordonDataStore",
+            (
+                Platform,
+                r#"mutation { uncordonDataStore(input: {name: "etcd-1"}) { dataStore { cordoned } userErrors { message } } }"#,
+            ),
+        ),
+        (
+            "Mutation.setTenantQuotas",
+            (
+                Platform,
+                r#"mutation { setTenantQuotas(input: {tenant: "$T", controlPlanes: 5}) { quotas { controlPlanes { limit } } userErrors { message } } }"#,
+            ),
+        ),
+        (
             "Mutation.createControlPlane",
             (
                 Tenant(Role::TenantMember),

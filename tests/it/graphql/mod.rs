@@ -1,8 +1,10 @@
 //! The GraphQL API over real HTTP and WebSocket against real PostgreSQL.
 
 mod auth_matrix;
+mod drain;
 mod limits;
 mod mutations;
+mod portal;
 mod queries;
 mod revocation;
 mod subscriptions;

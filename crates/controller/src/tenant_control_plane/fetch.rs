@@ -88,7 +88,8 @@ pub async fn datastore_inputs(
             });
         }
     }
-    let spec_overrides: Vec<DataStoreOverride> = tcp.spec.data_store_overrides.clone().unwrap_or_default();
+    // Until a migration switches, the overrides recorded with the source's CA.
+    let spec_overrides: Vec<DataStoreOverride> = crate::migration_plan::overrides(tcp);
     let mut overrides = Vec::new();
     let mut override_datastores = Vec::new();
     for o in &spec_overrides {

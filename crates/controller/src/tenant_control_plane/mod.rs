@@ -51,6 +51,7 @@ pub async fn reconcile(tcp: Arc<TenantControlPlane>, ctx: Arc<Context>) -> Resul
         );
     }
     ctx.observe(CONTROLLER, tcp.as_ref(), &result).await;
+    ctx.migrations.ensure(&ctx, &tcp);
     result
 }
 

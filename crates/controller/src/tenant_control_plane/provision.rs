@@ -18,6 +18,7 @@ use crate::{
     datastore::{Driver as _, TenantSpace},
     fetch,
     k8s::crd::{Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
+    migration_plan,
 };
 
 /// The datastore phase: provisions and writes the Secrets; returns the outcome and what to record in
@@ -45,14 +46,14 @@ pub async fn datastore_phase(
     (result.map_err(|e| e.in_phase(Phase::Datastore)), record)
 }
 
-/// The primary DataStore: `spec.dataStore`, else the default (recorded in the spec first, like
-/// upstream's defaulting webhook, so that every later reconcile, usedBy and the CRD's "cannot unset"
-/// rule see the same DataStore). A tenant never moves between DataStores.
+/// The primary DataStore: the one the tenant serves from ([`migration_plan::serving`]: the recorded
+/// one until a migration to `spec.dataStore` switches), else the spec's, else the default (recorded in
+/// the spec first, like upstream's defaulting webhook, so that every later reconcile, usedBy and the
+/// CRD's "cannot unset" rule see the same DataStore).
 async fn primary_datastore(
     tcp: &TenantControlPlane,
     ctx: &Context,
     namespace: &str,
-    storage: &StorageStatus,
 ) -> Result<String, Error> {
     let default = ctx.settings.default_datastore.clone();
     let named = tcp.spec.data_store.clone().filter(|n| !n.is_empty());
@@ -61,23 +62,13 @@ async fn primary_datastore(
     {
         apply::default_datastore(ctx, tcp, namespace, default).await?;
     }
-    let Some(primary_name) = named.or(default) else {
-        return Err(Error::Invalid {
-            reason: "NoDataStore",
-            message: "spec.dataStore is empty: name the DataStore that holds this control plane".into(),
-        });
-    };
-    if let Some(recorded) = storage.data_store_name.as_deref()
-        && recorded != primary_name
-    {
-        return Err(Error::Invalid {
-            reason: "DataStoreMigrationUnsupported",
-            message: format!(
-                "spec.dataStore changed from {recorded} to {primary_name}: moving a tenant between DataStores is not supported yet"
-            ),
-        });
+    if let Some(serving) = migration_plan::serving(tcp) {
+        return Ok(serving);
     }
-    Ok(primary_name)
+    default.ok_or_else(|| Error::Invalid {
+        reason: "NoDataStore",
+        message: "spec.dataStore is empty: name the DataStore that holds this control plane".into(),
+    })
 }
 
 async fn provision(
@@ -90,7 +81,7 @@ async fn provision(
     let namespace = tcp
         .namespace()
         .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-    let primary_name = primary_datastore(tcp, ctx, &namespace, storage).await?;
+    let primary_name = primary_datastore(tcp, ctx, &namespace).await?;
     let inputs = tcp_fetch::datastore_inputs(ctx, tcp, &namespace, primary_name).await?;
     let primary = provision_primary(ctx, tcp, &inputs).await?;
     build::record_primary(
@@ -194,12 +185,13 @@ async fn provision_primary(
     let cache_key = format!("{}/{}", inputs.namespace, tcp.name_any());
     let fingerprint = build::provision_fingerprint(tcp, schema, user, primary, &inputs.overrides);
     let version = |s: &Option<Secret>| s.as_ref().and_then(|s| s.metadata.resource_version.clone());
+    // A frozen migration source is never provisioned again: that would restore its write access.
     let skip = ctx.provisioned_recently(
         &cache_key,
         &fingerprint,
         version(existing_config).as_deref(),
         version(existing_certificate).as_deref(),
-    );
+    ) || (existing_config.is_some() && migration_plan::source_frozen(tcp));
     let owner = build::datastore_owner(tcp)?;
     let mut space = TenantSpace::new(schema, user, owner)?;
     let endpoint = primary.endpoints.join(",");
@@ -277,6 +269,33 @@ async fn provision_overrides(
     Ok(())
 }
 
+/// A TenantControlPlane deleted while migrating holds a space on both DataStores: removes the one the
+/// primary cleanup does not see (the target before the switch, the source after it).
+async fn cleanup_migration(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
+    let Some(m) = migration_plan::active(tcp) else {
+        return Ok(());
+    };
+    let recorded = migration_plan::recorded(tcp);
+    let (schema, user) = build::tenant_names(tcp)?;
+    let owner = build::datastore_owner(tcp)?;
+    for (store, schema, user) in [
+        (&m.target, schema.clone(), user.clone()),
+        (
+            &m.source,
+            m.source_schema.clone().unwrap_or(schema),
+            m.source_user.clone().unwrap_or(user),
+        ),
+    ] {
+        if recorded == Some(store.as_str()) {
+            continue;
+        }
+        if let Ok(space) = TenantSpace::new(schema, user, owner.clone()) {
+            deprovision_on(ctx, tcp, store, &space).await?;
+        }
+    }
+    Ok(())
+}
+
 /// The names recorded in `setup`, owned by `tcp`. Status is writable by more people than the
 /// datastore is, so these are only candidates: the drivers remove what their markers attribute to
 /// this TenantControlPlane's UID, nothing else.
@@ -341,6 +360,7 @@ async fn deprovision_on(
 /// On deletion: removes the tenant from every override recorded in status (including those removed
 /// from the spec) and from the primary.
 pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
+    cleanup_migration(tcp, ctx).await?;
     let storage = build::initial_storage(tcp);
     for o in &storage.overrides {
         deprovision_override(ctx, tcp, o).await?;

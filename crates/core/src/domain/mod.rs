@@ -543,6 +543,8 @@ string_enum!(
         Update = "update",
         /// Removes it and its datastore space.
         Delete = "delete",
+        /// Moves it, live, to another DataStore.
+        Migrate = "migrate",
     }
 );
 
@@ -588,6 +590,18 @@ string_enum!(
         Ready = "ready",
         /// The TenantControlPlane is gone, and with it the tenant's datastore space.
         Deleted = "deleted",
+        /// A migration copies the source's space to the target.
+        Copying = "copying",
+        /// A migration applies the source's later changes to the target.
+        CatchingUp = "catchingUp",
+        /// A migration froze writes on the source.
+        Frozen = "frozen",
+        /// A migration moves the control plane's Deployment to the target.
+        Switching = "switching",
+        /// A migration compares both spaces key by key.
+        Verifying = "verifying",
+        /// A migration is done: the control plane serves from the target.
+        Done = "done",
     }
 );
 
@@ -600,6 +614,16 @@ impl OperationStage {
         OperationStage::Certificates,
         OperationStage::Deployed,
         OperationStage::Ready,
+    ];
+    /// The stages of a migration, in order.
+    pub const MIGRATE: [OperationStage; 7] = [
+        OperationStage::Placed,
+        OperationStage::Copying,
+        OperationStage::CatchingUp,
+        OperationStage::Frozen,
+        OperationStage::Switching,
+        OperationStage::Verifying,
+        OperationStage::Done,
     ];
     /// The stages of a delete, in order.
     pub const DELETE: [OperationStage; 3] = [

@@ -15,6 +15,7 @@ mod drain;
 mod engine;
 mod model;
 mod reason;
+mod rebalance;
 pub mod score;
 
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub use model::{
     OffloadMode, PlacementConfig, PlacementRequest, Policy, PoolSnapshot, SizeClass, Slot, Snapshot,
 };
 pub use reason::{PlacementError, Reason, SummaryText};
+pub use rebalance::{imbalance, rebalance_plan, retarget_overrides};
 pub use score::rendezvous_hash;
 
 impl Snapshot {

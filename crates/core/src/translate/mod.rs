@@ -180,6 +180,7 @@ pub fn spec(row: &ControlPlaneRow, placement: &Placement) -> TenantControlPlaneS
         }),
         addons: Some(addons(&row.addons)),
         authentication: None,
+        data_store_migration: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod authentication;
 mod datastore;
+mod migration;
 mod schema;
 mod tenant_control_plane;
 
@@ -15,6 +16,7 @@ use kube::CustomResourceExt;
 
 pub use authentication::*;
 pub use datastore::*;
+pub use migration::*;
 pub use tenant_control_plane::*;
 
 /// The API group of every resource here.

@@ -81,6 +81,9 @@ pub struct TenantControlPlaneSpec {
     /// Tenantplane extension: the JWT issuers the tenant kube-apiserver trusts (`--authentication-config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<super::AuthenticationSpec>,
+    /// Tenantplane extension: how a migration to another `dataStore` treats the tenant's data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_store_migration: Option<super::DataStoreMigrationPolicy>,
 }
 
 /// One resource moved to another etcd DataStore.
@@ -558,6 +561,9 @@ pub struct TenantControlPlaneStatus {
     /// Tenantplane extension: the authentication configuration the tenant kube-apiserver runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<super::AuthenticationStatus>,
+    /// Tenantplane extension: the migration to another DataStore, while it runs and after it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<super::MigrationStatus>,
 }
 
 /// The uploaded kubeadm configuration.

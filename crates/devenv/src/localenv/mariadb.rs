@@ -55,6 +55,10 @@ impl LocalMariaDb {
         let mariadbd = assets::system_program("mariadbd")?;
         let data = dir.join("data");
         std::fs::create_dir_all(&data).context("create the MariaDB data dir")?;
+        // A temporary directory of its own: installs running at once in a shared /tmp failed on
+        // each other's temporary tables ("Unknown table 'mysql.tmp_user_sys'").
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).context("create the MariaDB tmp dir")?;
         let init_file = dir.join("init.sql");
         let mut init = INIT_SQL.to_string();
         let mut tls_args = Vec::new();
@@ -77,6 +81,7 @@ impl LocalMariaDb {
             .args([
                 "--no-defaults".to_string(),
                 format!("--datadir={}", data.display()),
+                format!("--tmpdir={}", tmp.display()),
             ])
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
             .args(root_flag.clone());
@@ -91,6 +96,7 @@ impl LocalMariaDb {
                 .args([
                     "--no-defaults".to_string(),
                     format!("--datadir={}", data.display()),
+                    format!("--tmpdir={}", tmp.display()),
                     format!("--port={}", port.port()),
                     "--bind-address=127.0.0.1".into(),
                     format!("--socket={}", dir.join("mysqld.sock").display()),

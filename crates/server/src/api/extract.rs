@@ -2,7 +2,7 @@
 
 use axum::{
     body::Bytes,
-    extract::{FromRequest, FromRequestParts, Request},
+    extract::{FromRequest, FromRequestParts, OptionalFromRequest, Request},
     http::{StatusCode, header, request::Parts},
 };
 use serde::de::DeserializeOwned;
@@ -28,42 +28,36 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("application/json") || ct.ends_with("+json"));
-        if !json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported-media-type",
-                "Unsupported media type",
-                "send the body as application/json",
-            ));
+        if !is_json(&req) {
+            return Err(not_json());
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload-too-large",
-                    "Payload too large",
-                    "the request body exceeds the size limit",
-                )
-            } else {
-                ApiError::malformed(rejection.body_text())
-            }
-        })?;
-        let hash = ring::digest::digest(&ring::digest::SHA256, &bytes)
+        let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
+        Self::parse(&bytes)
+    }
+}
+
+/// Whether the request says its body is JSON.
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json") || ct.ends_with("+json"))
+}
+
+impl<T: DeserializeOwned> JsonBody<T> {
+    /// Reads a JSON object from `bytes`.
+    fn parse(bytes: &[u8]) -> Result<Self, ApiError> {
+        let hash = ring::digest::digest(&ring::digest::SHA256, bytes)
             .as_ref()
             .to_vec();
         // Every body is an object: serde would also read a struct from an array (`[null, null]`).
         if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                 Ok(_) => ApiError::invalid(vec![FieldError::new("", "the body must be a JSON object")]),
                 Err(e) => ApiError::malformed(format!("the body is not valid JSON: {e}")),
             });
         }
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let mut de = serde_json::Deserializer::from_slice(bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
             let path = err.path().to_string();
             let inner = err.into_inner();
@@ -79,6 +73,48 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         de.end()
             .map_err(|e| ApiError::malformed(format!("trailing data after the JSON body: {e}")))?;
         Ok(Self { value, hash })
+    }
+}
+
+/// A body that could not be read: too large (413), or cut off (400).
+fn unreadable(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload-too-large",
+            "Payload too large",
+            "the request body exceeds the size limit",
+        )
+    } else {
+        ApiError::malformed(rejection.body_text())
+    }
+}
+
+fn not_json() -> ApiError {
+    ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        "Unsupported media type",
+        "send the body as application/json",
+    )
+}
+
+/// An optional JSON body (`Option<JsonBody<T>>`): no bytes, or a JSON `null`, read as `None` (with or
+/// without `Content-Type`); anything else is read (and refused) as [`JsonBody`] reads it.
+impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
+        let json = is_json(&req);
+        let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
+        let text = bytes.trim_ascii();
+        if text.is_empty() || (json && text == b"null") {
+            return Ok(None);
+        }
+        if !json {
+            return Err(not_json());
+        }
+        Self::parse(&bytes).map(Some)
     }
 }
 

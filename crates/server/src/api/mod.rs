@@ -1,12 +1,15 @@
 //! HTTP surfaces: the REST API under `/api/v1` (with its OpenAPI document), the GraphQL API at `/graphql`,
-//! probes, metrics and the JWKS / OIDC discovery documents.
+//! the portal at `/portal/`, probes, metrics and the JWKS / OIDC discovery documents.
 
+pub mod drains;
 pub mod error;
 pub mod extract;
 pub mod graphql;
 pub mod limits;
 pub mod metrics;
+pub mod migrations;
 pub mod openapi;
+pub mod portal;
 pub mod rest;
 pub mod tls;
 pub mod web;
@@ -233,12 +236,15 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
         .routes(routes!(rest::kubeconfig))
         .routes(routes!(rest::create_credential))
         .routes(routes!(rest::admin_kubeconfig))
+        .routes(routes!(migrations::migrate_control_plane))
+        .routes(routes!(migrations::abort_migration))
         .routes(routes!(rest::create_authenticator, rest::list_authenticators))
         .routes(routes!(rest::get_authenticator, rest::delete_authenticator))
         .routes(routes!(rest::create_join_token, rest::list_join_tokens))
         .routes(routes!(rest::revoke_join_token))
         .routes(routes!(rest::list_operations))
         .routes(routes!(rest::get_operation))
+        .routes(routes!(drains::get_parent_operation))
         .routes(routes!(rest::create_pool, rest::list_pools))
         .routes(routes!(rest::get_pool, rest::update_pool, rest::delete_pool))
         .routes(routes!(rest::create_datastore, rest::list_datastores))
@@ -250,6 +256,8 @@ pub fn api_v1(contract: &openapi::Contract) -> (Router<AppState>, serde_json::Va
         .routes(routes!(rest::cordon_datastore))
         .routes(routes!(rest::uncordon_datastore))
         .routes(routes!(rest::drain_plan))
+        .routes(routes!(drains::drain_datastore))
+        .routes(routes!(drains::rebalance_pool))
         .routes(routes!(rest::simulate_placement))
         .split_for_parts();
     (router, openapi::complete(&doc, contract))
@@ -279,6 +287,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/openapi.json", get(move || async move { Json(doc.as_ref().clone()) }))
         .route("/docs", get(web::docs))
         .route("/assets/{name}", get(web::asset))
+        .route("/", get(portal::root))
+        .route("/portal", get(portal::index))
+        .route("/portal/", get(portal::index))
+        .route("/portal/{*path}", get(portal::file))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

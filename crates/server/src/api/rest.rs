@@ -36,7 +36,7 @@ type ApiResult<T> = Result<T, ApiError>;
 
 /// Runs a write through [`service::idempotency::run`] and answers its status and body (a replay answers
 /// the stored ones).
-async fn idempotent<T: serde::Serialize>(
+pub(super) async fn idempotent<T: serde::Serialize>(
     state: &AppState,
     auth: &Auth,
     route: &str,
@@ -60,7 +60,7 @@ async fn idempotent<T: serde::Serialize>(
     Ok((status, outcome.body))
 }
 
-fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) -> Response {
+pub(super) fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) -> Response {
     let mut headers = HeaderMap::new();
     if let Some(op) = body.pointer("/operation/id").and_then(|v| v.as_str())
         && let Ok(v) = HeaderValue::from_str(&format!("/api/v1/tenants/{tenant}/operations/{op}"))
@@ -75,7 +75,7 @@ fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) 
     (status, headers, Json(body)).into_response()
 }
 
-fn with_request_id<T>(result: Result<T, ServiceError>, request_id: &RequestId) -> ApiResult<T> {
+pub(super) fn with_request_id<T>(result: Result<T, ServiceError>, request_id: &RequestId) -> ApiResult<T> {
     result.map_err(|e| ApiError::from(e).with_request_id(request_id.0.clone()))
 }
 

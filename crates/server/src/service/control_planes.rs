@@ -84,7 +84,7 @@ async fn with_placements(ctx: &Ctx, tenant: Uuid, rows: Vec<ControlPlaneRow>) ->
 }
 
 /// The same on a given connection (inside a write's transaction).
-async fn with_placements_in(
+pub(crate) async fn with_placements_in(
     db: impl sqlx::PgExecutor<'_>,
     tenant: Uuid,
     rows: Vec<ControlPlaneRow>,
@@ -244,7 +244,15 @@ pub async fn create(
     };
     // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
     let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
-    let placement = Placement {
+    Ok(Accepted {
+        operation: super::operations::model(op),
+        control_plane: redact(who, to_model_with(row, Some(placement_of(&decision)))),
+    })
+}
+
+/// The API shape of an engine decision.
+fn placement_of(decision: &crate::placement::Decision) -> Placement {
+    Placement {
         data_store: decision.primary.clone(),
         overrides: decision
             .overrides
@@ -254,12 +262,69 @@ pub async fn create(
                 data_store: o.data_store.clone(),
             })
             .collect(),
-        decision: serde_json::to_value(&decision).unwrap_or_default(),
-    };
-    Ok(Accepted {
-        operation: super::operations::model(op),
-        control_plane: redact(who, to_model_with(row, Some(placement))),
-    })
+        decision: serde_json::to_value(decision).unwrap_or_default(),
+    }
+}
+
+/// Where a control plane created with `input` would land now, and why, reserving nothing
+/// (tenant-member): checked as a create is (the same field errors), redacted as a control plane's
+/// placement is for the caller.
+pub async fn preview(
+    ctx: &Ctx,
+    who: &Principal,
+    slug: &str,
+    input: &CreateControlPlane,
+) -> Result<Placement> {
+    let tenant = tenant_for(ctx, who, slug, Role::TenantMember).await?;
+    validate_create(ctx, who, input)?;
+    let decision = super::placement::preview(ctx, tenant.id, input).await?;
+    let mut placement = placement_of(&decision);
+    redact_placement(who, &mut placement);
+    Ok(placement)
+}
+
+/// The version an update of a control plane on `current` to `new` would record: `Invalid` outside the
+/// supported range, `ConflictFields` for a move the current version forbids (a downgrade, a skipped minor).
+fn version_change(ctx: &Ctx, current: &str, new: &str) -> Result<String> {
+    let to = ctx
+        .versions
+        .check("kubernetesVersion", new)
+        .map_err(|e| ServiceError::Invalid(vec![e]))?;
+    match current.parse::<KubeVersion>() {
+        Ok(from) => check_upgrade("kubernetesVersion", from, to)
+            .map(|()| new.to_string())
+            .map_err(|e| ServiceError::ConflictFields(vec![e])),
+        Err(_) => Ok(new.to_string()),
+    }
+}
+
+/// The minor lines (`vX.Y`, ascending) an update may move `cp` to: any `vX.Y.Z` of a listed line that
+/// [`update`] accepts (not lower than the current version); none while it is being deleted.
+pub fn allowed_upgrades(ctx: &Ctx, cp: &ControlPlane) -> Vec<String> {
+    if cp.phase == "Deleting" {
+        return Vec::new();
+    }
+    let current = cp.kubernetes_version.parse::<KubeVersion>().ok();
+    let (min, max) = (ctx.versions.min, ctx.versions.max);
+    let mut lines = Vec::new();
+    for major in min.0..=max.0 {
+        let last = if major == max.0 {
+            max.1
+        } else {
+            current.map_or(0, |v| v.minor + 1)
+        };
+        for minor in 0..=last {
+            // The lowest version of the line the update could accept: the current one on its own line.
+            let patch = current
+                .filter(|v| (v.major, v.minor) == (major, minor))
+                .map_or(0, |v| v.patch);
+            let candidate = format!("v{major}.{minor}.{patch}");
+            if version_change(ctx, &cp.kubernetes_version, &candidate).is_ok() {
+                lines.push(format!("v{major}.{minor}"));
+            }
+        }
+    }
+    lines
 }
 
 /// How the path segment `id` names a control plane: by id when it parses as one, by name when it is a
@@ -543,6 +608,9 @@ pub async fn update(
     if_match: Option<&str>,
     request_id: Option<&str>,
 ) -> Result<Accepted> {
+    if let Some(target) = input.datastore.clone() {
+        return migrate_by_update(ctx, tx, who, (slug, id), (input, target), (if_match, request_id)).await;
+    }
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     let current = for_update(tx, tenant.id, id).await?;
     let id = current.id;
@@ -550,16 +618,12 @@ pub async fn update(
     let mut conflicts = Vec::new();
     let mut version = current.kubernetes_version.clone();
     if let Some(new) = &input.kubernetes_version {
-        match ctx.versions.check("kubernetesVersion", new) {
-            // A version in range that this control plane's current version cannot move to: 409.
-            Ok(to) => match current.kubernetes_version.parse::<KubeVersion>() {
-                Ok(from) => match check_upgrade("kubernetesVersion", from, to) {
-                    Ok(()) => version = new.clone(),
-                    Err(e) => conflicts.push(e),
-                },
-                Err(_) => version = new.clone(),
-            },
-            Err(e) => errors.push(e),
+        // A version in range that this control plane's current version cannot move to: 409.
+        match version_change(ctx, &current.kubernetes_version, new) {
+            Ok(v) => version = v,
+            Err(ServiceError::ConflictFields(e)) => conflicts.extend(e),
+            Err(ServiceError::Invalid(e)) => errors.extend(e),
+            Err(other) => return Err(other),
         }
     }
     let replicas = match input.replicas.map(|r| check_replicas("replicas", r)).transpose() {
@@ -585,12 +649,7 @@ pub async fn update(
         return Err(ServiceError::Invalid(errors));
     }
     let etag = format!("\"{}\"", current.generation);
-    if let Some(expected) = if_match
-        && expected.trim() != "*"
-        && !expected
-            .split(',')
-            .any(|t| t.trim().trim_start_matches("W/") == etag)
-    {
+    if !matches(if_match, &etag) {
         return Err(ServiceError::PreconditionFailed(etag));
     }
     if current.phase == "Deleting" {
@@ -642,6 +701,78 @@ pub async fn update(
                 .ok_or(ServiceError::NotFound("control plane"))?,
         ),
     })
+}
+
+/// What serde answered for `datastore` before the field existed: non-admins still get it.
+const UNKNOWN_DATASTORE: &str =
+    "unknown field `datastore`, expected one of `kubernetesVersion`, `replicas`, `labels`";
+
+/// Whether `etag` is one `If-Match` accepts.
+fn matches(if_match: Option<&str>, etag: &str) -> bool {
+    if_match.is_none_or(|expected| {
+        expected.trim() == "*"
+            || expected
+                .split(',')
+                .any(|t| t.trim().trim_start_matches("W/") == etag)
+    })
+}
+
+/// A `PATCH` with `datastore` (platform admin, and no other field): a live migration to it, as `POST
+/// …/migrate {target}`, with problems naming `datastore`.
+async fn migrate_by_update(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    (slug, id): (&str, &str),
+    (input, target): (UpdateControlPlane, String),
+    (if_match, request_id): (Option<&str>, Option<&str>),
+) -> Result<Accepted> {
+    if who.role != Role::PlatformAdmin {
+        return Err(ServiceError::Invalid(vec![FieldError::new(
+            "datastore",
+            UNKNOWN_DATASTORE,
+        )]));
+    }
+    if input.kubernetes_version.is_some() || input.replicas.is_some() || input.labels.is_some() {
+        return Err(ServiceError::Invalid(vec![FieldError::new(
+            "datastore",
+            "a DataStore change starts a live migration: send it alone, without other changes",
+        )]));
+    }
+    let rename = |errors: Vec<FieldError>| {
+        errors
+            .into_iter()
+            .map(|e| {
+                let field = if e.field == "target" {
+                    "datastore".to_string()
+                } else {
+                    e.field
+                };
+                FieldError::new(field, e.message)
+            })
+            .collect()
+    };
+    let renamed = |e: ServiceError| match e {
+        ServiceError::Invalid(errors) => ServiceError::Invalid(rename(errors)),
+        ServiceError::ConflictFields(errors) => ServiceError::ConflictFields(rename(errors)),
+        e => e,
+    };
+    let body = super::migrations::MigrateControlPlane {
+        target,
+        overrides: super::migrations::OverridesPolicy::Drop,
+    };
+    super::migrations::check(&body).map_err(renamed)?;
+    if if_match.is_some() {
+        let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantViewer).await?;
+        let current = for_update(tx, tenant.id, id).await?;
+        let etag = format!("\"{}\"", current.generation);
+        if !matches(if_match, &etag) {
+            return Err(ServiceError::PreconditionFailed(etag));
+        }
+    }
+    super::migrations::start(ctx, tx, who, (slug, id), body, request_id)
+        .await
+        .map_err(renamed)
 }
 
 /// Queues the deletion (202); a second call returns the pending delete.

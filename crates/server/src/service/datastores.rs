@@ -591,6 +591,17 @@ pub async fn delete(ctx: &Ctx, who: &Principal, name: &str, request_id: Option<&
             users: users.names,
         });
     }
+    let moving = store::migrations::open_on(&mut tx, id).await?;
+    if !moving.is_empty() {
+        return Err(ServiceError::InUse {
+            detail: format!(
+                "DataStore {name:?} is in use: a live migration of {} moves to or from it; wait until it ends",
+                moving.join(", ")
+            ),
+            count: moving.len() as i64,
+            users: moving.into_iter().take(MAX_USERS_NAMED as usize).collect(),
+        });
+    }
     store::datastores::delete(&mut *tx, id).await?;
     let details = serde_json::json!({});
     store::audit(

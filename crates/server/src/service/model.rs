@@ -225,6 +225,11 @@ pub struct UpdateControlPlane {
     /// Replaces the labels.
     #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
+    /// Platform admins only, and alone: the DataStore to move to, live, as `POST …/migrate {target}`
+    /// (the same checks, a `migrate` operation; problems name `datastore`). Other callers get the answer
+    /// of an unknown field.
+    #[serde(default)]
+    pub datastore: Option<String>,
 }
 
 /// A control plane: the tenant's request and what runs.

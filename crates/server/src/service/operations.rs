@@ -202,7 +202,7 @@ pub fn cursor_after(op: &Operation) -> String {
 pub fn first_stage(kind: OperationKind) -> OperationStage {
     match kind {
         OperationKind::Delete => OperationStage::Requested,
-        OperationKind::Create | OperationKind::Update => OperationStage::Placed,
+        OperationKind::Create | OperationKind::Update | OperationKind::Migrate => OperationStage::Placed,
     }
 }
 

@@ -8,7 +8,7 @@ use sqlx::PgConnection;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::{Ctx, OnConflict, Result, ServiceError, platform_admin};
+use super::{Ctx, OnConflict, Result, ServiceError, model::CreateControlPlane, platform_admin};
 use crate::{
     auth::Principal,
     domain::{FieldError, Name, Offload},
@@ -81,6 +81,18 @@ fn request_for(tenant: Uuid, row: &ControlPlaneRow) -> PlacementRequest {
     request
 }
 
+/// The id a preview hashes with under `rendezvous` (the real create hashes the new control plane's id).
+const PREVIEW_ID: &str = "preview";
+
+/// The engine request for a control plane that is only asked for (a preview).
+fn request_of(tenant: Uuid, input: &CreateControlPlane) -> PlacementRequest {
+    let mut request = PlacementRequest::new(tenant, PREVIEW_ID.to_string(), input.size_class);
+    request.label_selector = input.datastore.labels.clone();
+    request.pool = input.datastore.pool.clone();
+    request.offload = offload_mode(&input.offload);
+    request
+}
+
 fn no_fit(err: PlacementError) -> ServiceError {
     match err {
         PlacementError::UnknownPool { pool } => ServiceError::ConflictFields(vec![FieldError::new(
@@ -101,10 +113,10 @@ struct Choice {
     exclusive: Vec<Uuid>,
 }
 
-/// Runs the engine (or checks an explicit choice) over `rows` for a recorded control plane.
-fn decide(ctx: &Ctx, tenant: Uuid, row: &ControlPlaneRow, rows: &[LoadRow]) -> Result<Choice> {
+/// Runs the engine on `request` (or checks an `explicit` DataStore choice) over `rows`.
+fn decide(ctx: &Ctx, request: &PlacementRequest, explicit: Option<&str>, rows: &[LoadRow]) -> Result<Choice> {
     let snapshot = snapshot_of(rows);
-    let decision = match &row.datastore_name {
+    let decision = match explicit {
         // A platform admin's explicit choice skips scoring but not the hard constraints the store enforces.
         Some(name) => {
             let slot = snapshot.find(name).ok_or_else(|| {
@@ -122,13 +134,13 @@ fn decide(ctx: &Ctx, tenant: Uuid, row: &ControlPlaneRow, rows: &[LoadRow]) -> R
                 )));
             }
             placement::Decision {
-                primary: name.clone(),
+                primary: name.to_string(),
                 overrides: Vec::new(),
                 candidates: Vec::new(),
                 override_candidates: Vec::new(),
             }
         }
-        None => placement::place(&request_for(tenant, row), &snapshot, &ctx.placement).map_err(no_fit)?,
+        None => placement::place(request, &snapshot, &ctx.placement).map_err(no_fit)?,
     };
     let row_of = |name: &str| rows.iter().find(|r| r.name == name);
     let primary_row = row_of(&decision.primary).ok_or(ServiceError::NotFound("datastore"))?;
@@ -166,8 +178,10 @@ pub async fn place_new(
     tenant: Uuid,
     row: &ControlPlaneRow,
 ) -> Result<placement::Decision> {
+    let request = request_for(tenant, row);
+    let explicit = row.datastore_name.as_deref();
     let rows = store::placements::snapshot(&mut *tx).await?;
-    if let Ok(choice) = decide(ctx, tenant, row, &rows) {
+    if let Ok(choice) = decide(ctx, &request, explicit, &rows) {
         let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
         let reserved = store::placements::try_reserve(
             tx,
@@ -187,7 +201,7 @@ pub async fn place_new(
         }
     }
     let rows = store::placements::lock_snapshot(tx).await?;
-    let choice = decide(ctx, tenant, row, &rows)?;
+    let choice = decide(ctx, &request, explicit, &rows)?;
     let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
     store::placements::insert(
         tx,
@@ -205,6 +219,20 @@ pub async fn place_new(
             choice.decision.primary
         )
     })?;
+    Ok(choice.decision)
+}
+
+/// Where a control plane asked for with `input` in `tenant` would land now, and why: the decision the
+/// create would take on the current loads (unlocked), reserving nothing. Under `rendezvous` the create
+/// hashes the new control plane's id, so it may pick another DataStore of the same pool.
+pub async fn preview(ctx: &Ctx, tenant: Uuid, input: &CreateControlPlane) -> Result<placement::Decision> {
+    let rows = store::placements::snapshot(&ctx.db).await?;
+    let choice = decide(
+        ctx,
+        &request_of(tenant, input),
+        input.datastore.name.as_deref(),
+        &rows,
+    )?;
     Ok(choice.decision)
 }
 
@@ -313,8 +341,34 @@ pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<Dr
     let ds = store::datastores::get(&ctx.db, name)
         .await?
         .ok_or(ServiceError::NotFound("datastore"))?;
-    let snapshot = snapshot_of(&store::placements::snapshot(&ctx.db).await?);
-    let rows = store::placements::on_datastore(&ctx.db, ds.id).await?;
+    let mut conn = ctx.db.acquire().await?;
+    let moves = drain_moves(&mut conn, &ctx.placement, name, ds.id).await?;
+    Ok(moves
+        .into_iter()
+        .map(|m| DrainMove {
+            control_plane_id: m.control_plane,
+            usage: m.usage.into(),
+            from: m.from,
+            to: m.to,
+            blocked_by: m
+                .blocked_by
+                .into_iter()
+                .map(|(reason, count)| BlockedBy { reason, count })
+                .collect(),
+        })
+        .collect())
+}
+
+/// The engine's drain plan of DataStore `name` (id `id`) on the current loads: one move per control plane
+/// that uses it. 409 when it holds tenants but is in no pool the engine can plan in.
+pub async fn drain_moves(
+    conn: &mut PgConnection,
+    config: &placement::PlacementConfig,
+    name: &str,
+    id: Uuid,
+) -> Result<Vec<placement::Move>> {
+    let snapshot = snapshot_of(&store::placements::snapshot(&mut *conn).await?);
+    let rows = store::placements::on_datastore(&mut *conn, id).await?;
     if rows.is_empty() {
         // Nothing to move (also for a DataStore the engine does not see, e.g. one in no pool).
         return Ok(Vec::new());
@@ -344,19 +398,5 @@ pub async fn drain_plan(ctx: &Ctx, who: &Principal, name: &str) -> Result<Vec<Dr
             });
         }
     }
-    let moves = placement::drain_plan(&snapshot, &ctx.placement, name, &assignments).map_err(no_fit)?;
-    Ok(moves
-        .into_iter()
-        .map(|m| DrainMove {
-            control_plane_id: m.control_plane,
-            usage: m.usage.into(),
-            from: m.from,
-            to: m.to,
-            blocked_by: m
-                .blocked_by
-                .into_iter()
-                .map(|(reason, count)| BlockedBy { reason, count })
-                .collect(),
-        })
-        .collect())
+    placement::drain_plan(&snapshot, config, name, &assignments).map_err(no_fit)
 }

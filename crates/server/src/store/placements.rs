@@ -245,6 +245,8 @@ pub async fn on_datastore(
 /// Releases a deleted control plane's placement: its DataStores' load goes down (locks taken in id order,
 /// as placement takes them) and its placement rows are removed. Idempotent.
 pub async fn release(tx: &mut PgConnection, tenant: Uuid, control_plane: Uuid) -> Result<(), StoreError> {
+    // An open migration's reservation goes with it.
+    super::migrations::release(tx, control_plane).await?;
     let used: Vec<Uuid> = sqlx::query_scalar!(
         r#"select d.id as "id!" from datastores d
            where d.id in (select datastore_id from placements where control_plane_id = $1 and tenant_id = $2

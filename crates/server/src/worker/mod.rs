@@ -1,7 +1,7 @@
 //! The sync worker: PostgreSQL intent → `TenantControlPlane`s through the transactional outbox, and status
 //! back.
 //!
-//! Five loops run side by side ([`Worker::run`]):
+//! Six loops run side by side ([`Worker::run`]):
 //! - **outbox**: claim due rows (`FOR UPDATE SKIP LOCKED`, oldest row per control plane), apply or delete,
 //!   and record the result in the transaction that holds the claim. A crash rolls the claim back and the
 //!   rows are applied again (server-side apply is idempotent); the committed audit row
@@ -18,11 +18,15 @@
 //!   `deployed` to `ready` ([`progress`]), succeeding them when it is Ready at their generation and failing
 //!   them on a fresh `Stalled=True`; a delete succeeds when the TCP (and so its datastore space) is gone;
 //!   every [`DEADLINE_SWEEP`] the operations past their deadline fail.
+//! - **drains**: every [`PARENT_SWEEP`], the open drains and rebalances start their next children (each
+//!   parent under its row lock, so replicas never exceed its concurrency) and end when all children have
+//!   ([`crate::service::drive`]).
 //! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
 //!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
 //!   managers own and we never send are left alone.
 
 pub mod metrics;
+pub mod migration;
 pub mod progress;
 pub mod status;
 
@@ -176,6 +180,9 @@ fn jitter_unit() -> f64 {
 /// How often operations past their deadline are failed.
 const DEADLINE_SWEEP: Duration = Duration::from_secs(2);
 
+/// How often open drains and rebalances start children and end.
+const PARENT_SWEEP: Duration = Duration::from_secs(1);
+
 /// How long a delete waits before it checks again whether the TCP is gone (finalizers run meanwhile).
 const DELETE_RECHECK: Duration = Duration::from_secs(1);
 
@@ -258,12 +265,14 @@ impl Worker {
         let resync = self.clone().resync_loop();
         let datastores = self.clone().datastore_loop();
         let deadlines = self.clone().deadline_loop();
+        let parents = self.clone().parent_loop();
         tokio::select! {
             r = outbox => r,
             r = status => r,
             r = resync => r,
             r = datastores => r,
             r = deadlines => r,
+            r = parents => r,
         }
     }
 
@@ -294,6 +303,20 @@ impl Worker {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(expired = n, "operations failed at their deadline"),
                 Err(err) => tracing::warn!(%err, "the deadline sweep failed"),
+            }
+        }
+    }
+
+    /// Drives the open drains and rebalances, every [`PARENT_SWEEP`].
+    async fn parent_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        // Override re-placement reads only the size classes' byte estimates, which `serve` does not change.
+        let placement = crate::placement::PlacementConfig::default();
+        loop {
+            tokio::time::sleep(PARENT_SWEEP).await;
+            match crate::service::drive::drive(&self.db, &placement).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(started = n, "drain and rebalance children started"),
+                Err(err) => tracing::warn!(%err, "a drain or rebalance pass failed"),
             }
         }
     }
@@ -390,10 +413,12 @@ impl Worker {
             store::outbox::StatusVerdict::Written => {
                 self.metrics.status_updates.inc();
                 self.advance_operations(tcp, &seen).await?;
+                self.advance_migration(tcp, &seen).await?;
                 Ok(true)
             }
             store::outbox::StatusVerdict::Unchanged => {
                 self.advance_operations(tcp, &seen).await?;
+                self.advance_migration(tcp, &seen).await?;
                 Ok(false)
             }
             store::outbox::StatusVerdict::Rejected(reason) => {
@@ -434,6 +459,86 @@ impl Worker {
         if changed > 0 {
             tracing::debug!(control_plane = %seen.control_plane_id, changed, ?progress, "operations advanced");
         }
+        Ok(())
+    }
+
+    /// Moves the open migration of the TCP's control plane along its `status.migration`: stamps the stages
+    /// reached (each also an audit entry), and at its end moves the placement to the target (`Done`) or
+    /// releases the target's reservation (`Failed`, `Aborted`), ends the operation and renders again. A
+    /// status about another move (an older migration) counts for nothing.
+    async fn advance_migration(
+        &self,
+        tcp: &TenantControlPlane,
+        seen: &status::Observed,
+    ) -> Result<(), WorkerError> {
+        let Some(progress) = migration::progress(tcp) else {
+            return Ok(());
+        };
+        let mut tx = self.db.begin().await?;
+        let Some(open) = store::migrations::open(&mut *tx, seen.control_plane_id).await? else {
+            return Ok(());
+        };
+        if (open.source.as_str(), open.target.as_str())
+            != (progress.source.as_str(), progress.target.as_str())
+        {
+            return Ok(());
+        }
+        let Some(reached) = store::migrations::lock_stages(&mut tx, open.operation_id).await? else {
+            return Ok(());
+        };
+        let missing: Vec<&str> = progress
+            .stages
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|s| !reached.iter().any(|r| r == s))
+            .collect();
+        store::migrations::stamp(&mut tx, open.operation_id, &missing).await?;
+        let target = seen.control_plane_id.to_string();
+        for stage in &missing {
+            let details = serde_json::json!({"operation": open.operation_id, "stage": stage,
+                                             "source": open.source, "target": open.target});
+            store::audit(
+                &mut *tx,
+                Some(seen.tenant_id),
+                &self.id,
+                "control-plane.migration-stage",
+                "control-plane",
+                &target,
+                None,
+                details,
+            )
+            .await?;
+        }
+        let end = match &progress.ended {
+            None => None,
+            Some(migration::Ended::Done) => {
+                store::migrations::complete(&mut tx, seen.control_plane_id).await?;
+                Some(End::Succeeded("done"))
+            }
+            Some(migration::Ended::Failed(reason, message)) => {
+                store::migrations::release(&mut tx, seen.control_plane_id).await?;
+                Some(End::Failed(reason, message))
+            }
+        };
+        if let Some(end) = end {
+            store::operations::end(&mut tx, open.operation_id, end).await?;
+            if let Some((cp, _)) =
+                store::outbox::control_plane(&mut tx, seen.tenant_id, seen.control_plane_id).await?
+            {
+                let payload = serde_json::json!({"generation": cp.generation});
+                store::control_planes::enqueue(
+                    &mut tx,
+                    cp.tenant_id,
+                    cp.id,
+                    open.operation_id,
+                    "apply",
+                    &payload,
+                )
+                .await?;
+            }
+            tracing::info!(control_plane = %seen.control_plane_id, ?end, "migration ended");
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -681,8 +786,18 @@ impl Worker {
             address: self.settings.tenant_address,
             issuer: self.settings.issuer.clone(),
         };
-        let mut tcp =
-            translate::translate_with(cp, placement, slug, &self.settings.namespace_template, &rendering);
+        let open = store::migrations::open(&self.db, cp.id)
+            .await
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        let placement = migration::rendered(placement.clone(), open.as_ref());
+        let mut tcp = translate::translate_with(
+            cp,
+            &placement,
+            slug,
+            &self.settings.namespace_template,
+            &rendering,
+        );
+        tcp.spec.data_store_migration = migration::policy(open.as_ref());
         let own: Vec<JwtAuthenticator> = store::authenticators::list(&self.db, cp.tenant_id, cp.id)
             .await
             .map_err(|e| kube::Error::Service(Box::new(e)))?

@@ -7,6 +7,7 @@
 //! the token in `connection_init` (failures close the socket with `4403`).
 
 mod connection;
+mod drains;
 mod loader;
 mod mutation;
 mod query;

@@ -9,8 +9,8 @@ use uuid::Uuid;
 use super::{
     caller, cluster, gql_error, request_id,
     types::{
-        self, ClusterCredential, ControlPlane, CreatedJoinToken, GqlRole, LabelInput, Operation, Token,
-        UserError, UserErrorCode,
+        self, ClusterCredential, ControlPlane, CreatedJoinToken, DataStore, GqlRole, LabelInput, Operation,
+        TenantQuotas, Token, UserError, UserErrorCode,
     },
 };
 use crate::{
@@ -18,7 +18,8 @@ use crate::{
     service::{
         self, ServiceError,
         model::{
-            Accepted, CreateControlPlane, CreateCredential, CreateJoinToken, MintToken, UpdateControlPlane,
+            Accepted, CreateControlPlane, CreateCredential, CreateJoinToken, MintToken, SetQuotas,
+            UpdateControlPlane,
         },
     },
 };
@@ -74,6 +75,14 @@ pub struct CreateControlPlaneInput {
 }
 
 impl CreateControlPlaneInput {
+    /// The service's create request, or the field it breaks (named as `createControlPlane` names it).
+    pub(super) fn create_body(&self) -> std::result::Result<CreateControlPlane, ServiceError> {
+        serde_path_to_error::deserialize(self.to_body()).map_err(|err| {
+            let field = err.path().to_string();
+            ServiceError::Invalid(vec![FieldError::new(field, err.into_inner().to_string())])
+        })
+    }
+
     /// The REST body this input stands for, so that defaults and enum spellings come from one place.
     fn to_body(&self) -> Value {
         let mut body = Map::new();
@@ -293,6 +302,58 @@ pub struct ControlPlanePayload {
     pub user_errors: Vec<UserError>,
 }
 
+/// Names a DataStore.
+#[derive(InputObject, Debug, Clone)]
+pub struct DataStoreNameInput {
+    /// The DataStore's name.
+    pub name: String,
+}
+
+/// The result of a DataStore mutation.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct DataStorePayload {
+    /// The DataStore after the change.
+    pub data_store: Option<DataStore>,
+    /// Why nothing changed.
+    pub user_errors: Vec<UserError>,
+}
+
+/// A tenant's quotas (platform admin); an absent or null limit restores the server's default.
+#[derive(InputObject, Debug, Clone)]
+pub struct SetTenantQuotasInput {
+    /// Tenant slug.
+    pub tenant: String,
+    /// Live control planes the tenant may have (0–100,000).
+    pub control_planes: Option<i64>,
+    /// Live tokens the tenant may have (0–100,000).
+    pub tokens: Option<i64>,
+}
+
+/// The result of `setTenantQuotas`.
+#[derive(SimpleObject, Debug, Clone, Default)]
+pub struct TenantQuotasPayload {
+    /// The quotas now in force, with usage.
+    pub quotas: Option<TenantQuotas>,
+    /// Why nothing changed (each out-of-range limit named).
+    pub user_errors: Vec<UserError>,
+}
+
+/// Cordons or uncordons a DataStore (platform admin), as REST's `cordon`/`uncordon`.
+async fn set_cordoned(ctx: &Context<'_>, name: &str, cordoned: bool) -> Result<DataStorePayload> {
+    let (c, who) = caller(ctx)?;
+    let rid = request_id(ctx);
+    match service::datastores::set_cordoned(c, who, name, cordoned, rid.as_deref()).await {
+        Ok(ds) => Ok(DataStorePayload {
+            data_store: Some(ds.into()),
+            user_errors: Vec::new(),
+        }),
+        Err(err) => Ok(DataStorePayload {
+            user_errors: user_errors(err)?,
+            ..Default::default()
+        }),
+    }
+}
+
 /// The result of `mintToken`.
 #[derive(SimpleObject, Debug, Clone, Default)]
 pub struct MintTokenPayload {
@@ -340,7 +401,7 @@ fn from_json<T: serde::de::DeserializeOwned>(
     })
 }
 
-fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
+pub(super) fn user_errors(err: ServiceError) -> Result<Vec<UserError>> {
     let one = |code, field: Option<&str>, message: String| UserError {
         field: field.map(str::to_string),
         message,
@@ -384,7 +445,7 @@ fn control_plane_id(id: &ID) -> Result<(String, String)> {
 }
 
 /// Runs a control-plane write in one transaction, committed only when it succeeds.
-async fn in_tx(
+pub(super) async fn in_tx(
     ctx: &Context<'_>,
     slug: String,
     work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<Accepted, ServiceError>,
@@ -419,13 +480,11 @@ impl Mutation {
     ) -> Result<ControlPlanePayload> {
         let (c, who) = caller(ctx)?;
         let rid = request_id(ctx);
-        let body: CreateControlPlane = match serde_path_to_error::deserialize(input.to_body()) {
+        let body = match input.create_body() {
             Ok(body) => body,
             Err(err) => {
-                let field = err.path().to_string();
-                let message = err.into_inner().to_string();
                 return Ok(ControlPlanePayload {
-                    user_errors: user_errors(ServiceError::Invalid(vec![FieldError::new(field, message)]))?,
+                    user_errors: user_errors(err)?,
                     ..Default::default()
                 });
             }
@@ -450,6 +509,7 @@ impl Mutation {
             kubernetes_version: input.kubernetes_version.clone(),
             replicas: input.replicas,
             labels: input.labels.as_deref().map(types::label_map),
+            datastore: None,
         };
         let if_match = input.if_match.clone();
         in_tx(ctx, slug.clone(), async |tx| {
@@ -640,6 +700,95 @@ impl Mutation {
                 ..Default::default()
             }),
         }
+    }
+
+    /// Cordons a DataStore: it takes no new control planes; the ones on it stay (platform admin; audited
+    /// `datastore.cordon`). An unknown DataStore is `NOT_FOUND`.
+    async fn cordon_data_store(
+        &self,
+        ctx: &Context<'_>,
+        input: DataStoreNameInput,
+    ) -> Result<DataStorePayload> {
+        set_cordoned(ctx, &input.name, true).await
+    }
+
+    /// Uncordons a DataStore: placement may choose it again (platform admin; audited
+    /// `datastore.uncordon`). An unknown DataStore is `NOT_FOUND`.
+    async fn uncordon_data_store(
+        &self,
+        ctx: &Context<'_>,
+        input: DataStoreNameInput,
+    ) -> Result<DataStorePayload> {
+        set_cordoned(ctx, &input.name, false).await
+    }
+
+    /// Sets a tenant's quotas (platform admin; REST `PUT /tenants/{t}/quotas`): a limit below what is in
+    /// use refuses nothing that exists, it only stops new ones.
+    async fn set_tenant_quotas(
+        &self,
+        ctx: &Context<'_>,
+        input: SetTenantQuotasInput,
+    ) -> Result<TenantQuotasPayload> {
+        let (c, who) = caller(ctx)?;
+        let rid = request_id(ctx);
+        let body = SetQuotas {
+            control_planes: input.control_planes,
+            tokens: input.tokens,
+        };
+        match service::quotas::set(c, who, &input.tenant, body, rid.as_deref()).await {
+            Ok(quotas) => Ok(TenantQuotasPayload {
+                quotas: Some(quotas.into()),
+                user_errors: Vec::new(),
+            }),
+            Err(err) => Ok(TenantQuotasPayload {
+                user_errors: user_errors(err)?,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Moves a control plane, live, to another etcd DataStore (platform admin; REST `POST …/migrate`):
+    /// the same checks, each refusal a user error naming `target` or `overrides`; the operation is a
+    /// `MIGRATE` one, recorded with the target's reservation.
+    async fn migrate_control_plane(
+        &self,
+        ctx: &Context<'_>,
+        input: super::drains::MigrateControlPlaneInput,
+    ) -> Result<ControlPlanePayload> {
+        super::drains::migrate_control_plane(ctx, input).await
+    }
+
+    /// Aborts a control plane's live migration before its switch (platform admin; REST `POST
+    /// …/migrate/abort`): the source is rendered again and the operation fails with reason
+    /// `MigrationAborted` once unwound; after the switch a `CONFLICT` user error names the stage.
+    async fn abort_migration(
+        &self,
+        ctx: &Context<'_>,
+        input: super::drains::AbortMigrationInput,
+    ) -> Result<ControlPlanePayload> {
+        super::drains::abort_migration(ctx, input).await
+    }
+
+    /// Drains a DataStore (platform admin; REST `POST /datastores/{name}/drain`): cordons it, then moves
+    /// every control plane off it as its drain plan says, at most `concurrency` (1–10, default 2) at once,
+    /// as one `DRAIN` parent operation. A second drain while one is open is a `CONFLICT` naming `name`.
+    async fn drain_data_store(
+        &self,
+        ctx: &Context<'_>,
+        input: super::drains::DrainDataStoreInput,
+    ) -> Result<super::drains::ParentOperationPayload> {
+        super::drains::drain_data_store(ctx, input).await
+    }
+
+    /// Rebalances a `spread` pool (platform admin; REST `POST /pools/{name}/rebalance`): live migrations
+    /// from its fullest to its emptiest DataStores until the spread imbalance is at most one tenant, at
+    /// most `concurrency` at once, as one `REBALANCE` parent operation.
+    async fn rebalance_pool(
+        &self,
+        ctx: &Context<'_>,
+        input: super::drains::RebalancePoolInput,
+    ) -> Result<super::drains::ParentOperationPayload> {
+        super::drains::rebalance_pool(ctx, input).await
     }
 
     /// Revokes a tenant's token (tenant-admin); effective on its next request.

@@ -7,8 +7,8 @@ use super::{
     connection::Connection,
     types::{
         self, ControlPlane, ControlPlaneConnection, ControlPlaneEdge, ControlPlanePhase, DataStore,
-        JoinToken, Node, Operation, OperationConnection, OperationEdge, OperationKind, OperationState,
-        PageInfo, Pool, Tenant, Viewer,
+        DrainMove, JoinToken, Node, Operation, OperationConnection, OperationEdge, OperationKind,
+        OperationState, PageInfo, Placement, Pool, Tenant, Viewer,
     },
 };
 use crate::service::{
@@ -272,6 +272,51 @@ impl Query {
             })
             .collect();
         Ok(Connection::of(items, asked_after, page.next_cursor.is_some()))
+    }
+
+    /// The moves that would empty a DataStore under its pool's policy, reserving nothing (platform admin;
+    /// REST `GET /datastores/{name}/drain-plan`).
+    async fn drain_plan(&self, ctx: &Context<'_>, data_store: String) -> Result<Vec<DrainMove>> {
+        let (c, who) = caller(ctx)?;
+        Ok(service::placement::drain_plan(c, who, &data_store)
+            .await
+            .map_err(super::gql_error)?
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+
+    /// One drain or rebalance with its children, their states and stages, and counts per state (platform
+    /// admin; REST `GET /operations/{id}`); an unknown one is a `NOT_FOUND` error.
+    async fn parent_operation(
+        &self,
+        ctx: &Context<'_>,
+        id: uuid::Uuid,
+    ) -> Result<super::drains::ParentOperation> {
+        super::drains::parent_operation(ctx, id).await
+    }
+
+    /// Where a control plane created with `input` in `tenant` would land now, and why, reserving nothing
+    /// (tenant-member of it, or platform admin). Invalid input is a `BAD_USER_INPUT` error whose
+    /// `extensions.fields` are the field errors `createControlPlane` would give; nothing fitting is a
+    /// `CONFLICT` error saying why. Tenants see only the chosen DataStores' candidates.
+    async fn placement_preview(
+        &self,
+        ctx: &Context<'_>,
+        tenant: String,
+        input: super::mutation::CreateControlPlaneInput,
+    ) -> Result<Placement> {
+        let (c, who) = caller(ctx)?;
+        let body = input.create_body().map_err(super::gql_error)?;
+        if input.tenant != tenant {
+            return Err(super::gql_error(ServiceError::Invalid(vec![
+                crate::domain::FieldError::new("tenant", "must be the tenant the preview is for"),
+            ])));
+        }
+        Ok(service::control_planes::preview(c, who, &tenant, &body)
+            .await
+            .map_err(super::gql_error)?
+            .into())
     }
 
     /// A page of pools, oldest first (platform admin). `first` is 1–100 (default 20).

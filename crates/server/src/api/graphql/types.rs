@@ -282,6 +282,119 @@ impl Tenant {
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
+    /// Its quotas and what it uses of them (tenant-viewer of it, or platform admin).
+    async fn quotas(&self, ctx: &Context<'_>) -> Result<TenantQuotas> {
+        let (c, who) = super::caller(ctx)?;
+        Ok(crate::service::quotas::get(c, who, &self.0.slug)
+            .await
+            .map_err(super::gql_error)?
+            .into())
+    }
+}
+
+/// One quota: the limit and what is in use.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct QuotaUsage {
+    /// How many the tenant may have.
+    pub limit: i64,
+    /// How many it has now.
+    pub used: i64,
+    /// Whether `limit` is the server's default (no quota of its own is set).
+    pub default: bool,
+}
+
+impl From<model::QuotaUsage> for QuotaUsage {
+    fn from(q: model::QuotaUsage) -> Self {
+        Self {
+            limit: q.limit,
+            used: q.used,
+            default: q.default,
+        }
+    }
+}
+
+/// A tenant's quotas.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct TenantQuotas {
+    /// Live control planes (being deleted ones count until they are gone).
+    pub control_planes: QuotaUsage,
+    /// Live tokens (neither revoked nor expired).
+    pub tokens: QuotaUsage,
+}
+
+impl From<model::Quotas> for TenantQuotas {
+    fn from(q: model::Quotas) -> Self {
+        Self {
+            control_planes: q.control_planes.into(),
+            tokens: q.tokens.into(),
+        }
+    }
+}
+
+/// One move of a drain plan.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct DrainMove {
+    /// The control plane that would move (its database id).
+    pub control_plane_id: String,
+    /// What it keeps on the drained DataStore.
+    pub usage: DrainUsage,
+    /// The drained DataStore.
+    pub from: String,
+    /// Where it would go; null when nothing fits.
+    pub to: Option<String>,
+    /// Why nothing fits: each hard constraint and how many DataStores it ruled out, most first.
+    pub blocked_by: Vec<BlockedBy>,
+}
+
+/// What a control plane keeps on a drained DataStore: its primary state, or offloaded resources.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct DrainUsage {
+    /// Its primary state.
+    pub primary: bool,
+    /// The offloaded resources (`<group>/<resource>`) it keeps there; empty for a primary.
+    pub overrides: Vec<String>,
+}
+
+/// A hard constraint that ruled DataStores out of a move.
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
+pub struct BlockedBy {
+    /// The constraint, as the placement decision spells it (e.g. `at_capacity`, `cordoned`).
+    pub reason: String,
+    /// How many DataStores it ruled out.
+    pub count: i64,
+}
+
+impl From<crate::service::placement::DrainMove> for DrainMove {
+    fn from(m: crate::service::placement::DrainMove) -> Self {
+        use crate::service::placement::DrainUsage as U;
+        let usage = match m.usage {
+            U::Primary => DrainUsage {
+                primary: true,
+                overrides: Vec::new(),
+            },
+            U::Overrides(resources) => DrainUsage {
+                primary: false,
+                overrides: resources,
+            },
+        };
+        Self {
+            control_plane_id: m.control_plane_id,
+            usage,
+            from: m.from,
+            to: m.to,
+            blocked_by: m
+                .blocked_by
+                .into_iter()
+                .map(|b| BlockedBy {
+                    reason: serde_json::to_value(b.reason)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    count: i64::from(b.count),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A control plane: the tenant's request (spec) and what runs (status).
@@ -464,6 +577,23 @@ pub struct Placement {
     pub decision: Json<serde_json::Value>,
 }
 
+impl From<model::Placement> for Placement {
+    fn from(p: model::Placement) -> Self {
+        Self {
+            data_store: p.data_store,
+            overrides: p
+                .overrides
+                .into_iter()
+                .map(|o| PlacementOverride {
+                    resource: o.resource,
+                    data_store: o.data_store,
+                })
+                .collect(),
+            decision: Json(p.decision),
+        }
+    }
+}
+
 /// One offloaded resource.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct PlacementOverride {
@@ -482,6 +612,8 @@ pub enum OperationKind {
     Update,
     /// Removes it and its datastore space.
     Delete,
+    /// Moves it, live, to another DataStore.
+    Migrate,
 }
 
 /// Where an operation is.
@@ -516,6 +648,18 @@ pub enum OperationStage {
     Ready,
     /// Gone, with its datastore space.
     Deleted,
+    /// A migration copies the source's space.
+    Copying,
+    /// A migration applies the source's later changes.
+    CatchingUp,
+    /// A migration froze writes on the source.
+    Frozen,
+    /// A migration moves the Deployment to the target.
+    Switching,
+    /// A migration compares both spaces.
+    Verifying,
+    /// A migration is done.
+    Done,
 }
 
 impl From<domain::OperationKind> for OperationKind {
@@ -524,6 +668,7 @@ impl From<domain::OperationKind> for OperationKind {
             domain::OperationKind::Create => Self::Create,
             domain::OperationKind::Update => Self::Update,
             domain::OperationKind::Delete => Self::Delete,
+            domain::OperationKind::Migrate => Self::Migrate,
         }
     }
 }
@@ -556,6 +701,7 @@ impl From<OperationKind> for domain::OperationKind {
             OperationKind::Create => Self::Create,
             OperationKind::Update => Self::Update,
             OperationKind::Delete => Self::Delete,
+            OperationKind::Migrate => Self::Migrate,
         }
     }
 }
@@ -572,6 +718,12 @@ impl From<domain::OperationStage> for OperationStage {
             S::Deployed => Self::Deployed,
             S::Ready => Self::Ready,
             S::Deleted => Self::Deleted,
+            S::Copying => Self::Copying,
+            S::CatchingUp => Self::CatchingUp,
+            S::Frozen => Self::Frozen,
+            S::Switching => Self::Switching,
+            S::Verifying => Self::Verifying,
+            S::Done => Self::Done,
         }
     }
 }
@@ -851,6 +1003,13 @@ impl ControlPlane {
             .await
             .map_err(super::gql_error)?;
         Ok(Some(String::from_utf8_lossy(&yaml).into_owned()))
+    }
+    /// The minor lines (`vX.Y`, ascending) `updateControlPlane` may move it to: any `vX.Y.Z` of a listed
+    /// line not lower than the current version (inside the supported range, at most one minor up); empty
+    /// while it is being deleted.
+    async fn allowed_upgrades(&self, ctx: &Context<'_>) -> Result<Vec<String>> {
+        let c = ctx.data::<crate::service::Ctx>()?;
+        Ok(crate::service::control_planes::allowed_upgrades(c, &self.cp))
     }
     /// Spec generation.
     async fn generation(&self) -> i64 {

@@ -89,6 +89,18 @@ fn update_properties() -> Vec<(&'static str, &'static str, Value)> {
     ]
 }
 
+/// The properties of migrations, drains and rebalances.
+fn migration_properties() -> Vec<(&'static str, &'static str, Value)> {
+    let concurrency = json!({"minimum": 1, "maximum": crate::service::drains::MAX_CONCURRENCY});
+    vec![
+        ("UpdateControlPlane", "datastore", label(63)),
+        ("DrainDataStore", "concurrency", concurrency.clone()),
+        // `move` is refused until the controller copies override data: only `drop` is accepted.
+        ("DrainDataStore", "overrides", json!({"enum": ["drop"]})),
+        ("RebalancePool", "concurrency", concurrency),
+    ]
+}
+
 /// `(schema, property, keywords)`: what each property's check accepts, merged into its schema.
 pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
     let version = json!({"pattern": c.versions.pattern()});
@@ -207,6 +219,7 @@ pub fn properties(c: &Contract) -> Vec<(&'static str, &'static str, Value)> {
     ]
     .into_iter()
     .chain(update_properties())
+    .chain(migration_properties())
     .collect()
 }
 
@@ -289,6 +302,8 @@ pub fn response_headers() -> Vec<(
 )> {
     let cp = "/tenants/{tenant}/control-planes";
     let one = "/tenants/{tenant}/control-planes/{id}";
+    let migrate = "/tenants/{tenant}/control-planes/{id}/migrate";
+    let abort = "/tenants/{tenant}/control-planes/{id}/migrate/abort";
     let location = "The operation that carries the change: `/api/v1/tenants/{tenant}/operations/{id}`";
     let etag = "The control plane's generation, for `If-Match`";
     vec![
@@ -299,6 +314,10 @@ pub fn response_headers() -> Vec<(
         (one, "delete", "202", "Location", location),
         (one, "delete", "202", "ETag", etag),
         (one, "get", "200", "ETag", etag),
+        (migrate, "post", "202", "Location", location),
+        (migrate, "post", "202", "ETag", etag),
+        (abort, "post", "202", "Location", location),
+        (abort, "post", "202", "ETag", etag),
     ]
 }
 

@@ -312,6 +312,15 @@ mod tests {
                 round_trip::<crate::service::model::AuthenticatorState>(value)
             }
             "/components/schemas/DrainUsage/oneOf/0" => round_trip::<DrainUsage>(value),
+            "/components/schemas/OverridesPolicy" => {
+                round_trip::<crate::service::migrations::OverridesPolicy>(value)
+            }
+            "/components/schemas/DrainDataStore/properties/overrides" => {
+                round_trip::<crate::service::migrations::OverridesPolicy>(value)
+                    .and_then(|()| (value == "drop").then_some(()).ok_or("move is refused".into()))
+            }
+            "/components/schemas/ParentKind" => round_trip::<crate::service::drains::ParentKind>(value),
+            "/components/schemas/ChildUsage" => round_trip::<crate::service::drains::ChildUsage>(value),
             "/components/schemas/CreateDataStore/properties/driver" => round_trip::<Driver>(value),
             "/components/schemas/MintToken/properties/role" => {
                 round_trip::<domain::Role>(value).and_then(|()| {
@@ -350,7 +359,7 @@ mod tests {
         let (_, doc) = crate::api::api_v1(&Contract::default());
         let mut found = Vec::new();
         enums(&doc, "", &mut found);
-        assert_eq!(found.len(), 14, "{found:?}");
+        assert_eq!(found.len(), 18, "{found:?}");
         assert_eq!(enum_failures(&doc), Vec::<String>::new());
     }
 

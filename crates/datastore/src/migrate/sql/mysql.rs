@@ -1,0 +1,437 @@
+//! The MySQL/MariaDB statements of the kine mover.
+
+use std::{
+    collections::BTreeSet,
+    time::{Duration, Instant},
+};
+
+use sqlx::{MySql, MySqlConnection, QueryBuilder};
+
+use super::{KineRow, Latest};
+use crate::mysql::{FREEZE_DATABASE, quote_ident, quote_literal};
+
+/// kine v0.17.5's schema (`pkg/drivers/mysql/mysql.go`), statement for statement.
+pub(super) const SCHEMA: [&str; 6] = [
+    "CREATE TABLE IF NOT EXISTS kine
+			(
+				id BIGINT UNSIGNED AUTO_INCREMENT,
+				name VARCHAR(630) CHARACTER SET ascii,
+				created INTEGER,
+				deleted INTEGER,
+				create_revision BIGINT UNSIGNED,
+				prev_revision BIGINT UNSIGNED,
+				lease INTEGER,
+				value MEDIUMBLOB,
+				old_value MEDIUMBLOB,
+				PRIMARY KEY (id)
+			);",
+    "CREATE INDEX kine_name_index ON kine (name)",
+    "CREATE INDEX kine_name_id_index ON kine (name,id)",
+    "CREATE INDEX kine_id_deleted_index ON kine (id,deleted)",
+    "CREATE INDEX kine_prev_revision_index ON kine (prev_revision)",
+    "CREATE UNIQUE INDEX kine_name_prev_revision_uindex ON kine (name, prev_revision)",
+];
+
+/// ER_DUP_KEYNAME: kine ignores it when it creates an index that exists.
+const DUP_KEYNAME: u16 = 1061;
+
+const COLUMNS: &str = "cast(id as signed) as id, name, created, deleted, \
+    cast(create_revision as signed) as create_revision, cast(prev_revision as signed) as prev_revision, \
+    lease, value, old_value";
+
+const INSERT_COLUMNS: &str =
+    "id, name, created, deleted, create_revision, prev_revision, lease, value, old_value";
+
+async fn exec(conn: &mut MySqlConnection, statement: String) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+fn is_error(error: &sqlx::Error, number: u16) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|e| e.number() == number)
+}
+
+async fn table_exists(conn: &mut MySqlConnection) -> Result<bool, sqlx::Error> {
+    let count: i64 = sqlx::query_scalar(
+        "select count(*) from information_schema.tables where table_schema = database() and table_name = 'kine'",
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(count > 0)
+}
+
+/// Runs kine's schema when the table is missing, as kine's `setup` does (an existing index is fine).
+pub(super) async fn ensure_schema(conn: &mut MySqlConnection, _user: &str) -> Result<(), sqlx::Error> {
+    if table_exists(conn).await? {
+        return Ok(());
+    }
+    for statement in SCHEMA {
+        match exec(conn, statement.to_string()).await {
+            Err(e) if !is_error(&e, DUP_KEYNAME) => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn max_id(conn: &mut MySqlConnection) -> Result<i64, sqlx::Error> {
+    if !table_exists(conn).await? {
+        return Ok(0);
+    }
+    sqlx::query_scalar("select cast(coalesce(max(id), 0) as signed) from kine")
+        .fetch_one(conn)
+        .await
+}
+
+pub(super) async fn count_after(conn: &mut MySqlConnection, after: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from kine where id > ?")
+        .bind(after)
+        .fetch_one(conn)
+        .await
+}
+
+pub(super) async fn ids(
+    conn: &mut MySqlConnection,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> Result<Vec<i64>, sqlx::Error> {
+    sqlx::query_scalar("select cast(id as signed) from kine where id > ? and id <= ? order by id limit ?")
+        .bind(after)
+        .bind(upto)
+        .bind(limit)
+        .fetch_all(conn)
+        .await
+}
+
+pub(super) async fn sizes(
+    conn: &mut MySqlConnection,
+    after: i64,
+    upto: i64,
+    limit: i64,
+) -> Result<Vec<(i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "select cast(id as signed), cast(coalesce(length(value), 0) + coalesce(length(old_value), 0) as signed) \
+         from kine where id > ? and id <= ? order by id limit ?",
+    )
+    .bind(after)
+    .bind(upto)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+pub(super) async fn rows_between(
+    conn: &mut MySqlConnection,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<KineRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "select {COLUMNS} from kine where id > ? and id <= ? order by id"
+    )))
+    .bind(after)
+    .bind(upto)
+    .fetch_all(conn)
+    .await
+}
+
+/// `<prefix> (?, ?, ...)` over `ids`.
+fn with_ids(prefix: String, ids: &[i64]) -> QueryBuilder<MySql> {
+    let mut builder = QueryBuilder::<MySql>::new(prefix);
+    builder.push(" (");
+    let mut list = builder.separated(", ");
+    for id in ids {
+        list.push_bind(*id);
+    }
+    builder.push(")");
+    builder
+}
+
+pub(super) async fn rows_with_ids(
+    conn: &mut MySqlConnection,
+    ids: &[i64],
+) -> Result<Vec<KineRow>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut builder = with_ids(format!("select {COLUMNS} from kine where id in"), ids);
+    builder.push(" order by id");
+    builder.build_query_as().fetch_all(conn).await
+}
+
+pub(super) async fn delete_ids(conn: &mut MySqlConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut builder = with_ids("delete from kine where id in".into(), ids);
+    builder.build().execute(conn).await.map(|_| ())
+}
+
+/// Deletes the rows that share a `(name, prev_revision)` with one of `rows` under another id.
+pub(super) async fn delete_pairs(conn: &mut MySqlConnection, rows: &[&KineRow]) -> Result<(), sqlx::Error> {
+    for row in rows {
+        sqlx::query("delete from kine where name = ? and prev_revision = ? and id <> ?")
+            .bind(&row.name)
+            .bind(row.prev_revision)
+            .bind(row.id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A plain insert: the caller skips the ids the target has, and a `(name, prev_revision)` collision
+/// must fail (module docs of [`super`]).
+pub(super) async fn insert(conn: &mut MySqlConnection, rows: &[&KineRow]) -> Result<(), sqlx::Error> {
+    let mut builder = QueryBuilder::<MySql>::new(format!("insert into kine ({INSERT_COLUMNS}) "));
+    builder.push_values(rows, |mut b, row| {
+        b.push_bind(row.id)
+            .push_bind(&row.name)
+            .push_bind(row.created)
+            .push_bind(row.deleted)
+            .push_bind(row.create_revision)
+            .push_bind(row.prev_revision)
+            .push_bind(row.lease)
+            .push_bind(&row.value)
+            .push_bind(&row.old_value);
+    });
+    builder.build().execute(conn).await.map(|_| ())
+}
+
+/// Moves `AUTO_INCREMENT` above `max` (InnoDB never sets it below the highest id).
+pub(super) async fn raise_next_id(conn: &mut MySqlConnection, max: i64) -> Result<(), sqlx::Error> {
+    exec(conn, format!("alter table kine auto_increment = {}", max + 1)).await
+}
+
+pub(super) async fn compact_revs(conn: &mut MySqlConnection) -> Result<Vec<(i64, Option<i64>)>, sqlx::Error> {
+    sqlx::query_as(
+        "select cast(id as signed), cast(prev_revision as signed) from kine \
+         where name = 'compact_rev_key' order by id",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+pub(super) async fn set_prev_revision(
+    conn: &mut MySqlConnection,
+    id: i64,
+    prev: Option<i64>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("update kine set prev_revision = ? where id = ? and not (prev_revision <=> ?)")
+        .bind(prev)
+        .bind(id)
+        .bind(prev)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Up to `limit` keys after `after` (byte order: `ascii_bin`, as kine's `ascii_general_ci` folds case)
+/// with their latest row up to `upto`.
+pub(super) async fn latest(
+    conn: &mut MySqlConnection,
+    upto: i64,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<Latest>, sqlx::Error> {
+    sqlx::query_as(
+        "select k.name, cast(k.id as signed) as id, k.deleted, sha2(k.value, 256) as hash from kine k \
+         join (select max(id) as id from kine where name collate ascii_bin > ? and id <= ? \
+         group by name collate ascii_bin order by name collate ascii_bin limit ?) m on k.id = m.id \
+         order by k.name collate ascii_bin",
+    )
+    .bind(after)
+    .bind(upto)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The freeze's triggers on `kine`: name and event.
+const TRIGGERS: [(&str, &str); 3] = [
+    ("tenantplane_freeze_insert", "insert"),
+    ("tenantplane_freeze_update", "update"),
+    ("tenantplane_freeze_delete", "delete"),
+];
+
+/// `information_schema.processlist.state` of a session in `SLEEP()` (sleeping in a freeze trigger).
+const SLEEPING: &str = "User sleep";
+
+/// How old `information_schema.innodb_trx` may be: InnoDB refills it at most every 100 ms.
+const TRX_CACHE: Duration = Duration::from_millis(150);
+
+/// The flag of `schema`'s freeze: a table named as the tenant's database in [`FREEZE_DATABASE`].
+fn flag(schema: &str) -> String {
+    format!("{}.{}", quote_ident(FREEZE_DATABASE), quote_ident(schema))
+}
+
+/// A `BEFORE <event>` row trigger on the tenant's `kine` that sleeps while the flag table exists. It
+/// reads `information_schema` (never a table: a trigger's tables stay locked for the whole statement,
+/// so the flag could not be dropped while a writer sleeps), as the DataStore's user (`DEFINER`).
+fn trigger(schema: &str, name: &str, event: &str, nbe: bool) -> String {
+    let (db, table) = (quote_ident(schema), quote_literal(schema, nbe));
+    format!(
+        "create definer = current_user trigger {db}.{name} before {event} on {db}.kine for each row \
+         while exists (select 1 from information_schema.tables where table_schema = '{FREEZE_DATABASE}' \
+         and table_name = {table} and binary table_name = binary {table}) do do sleep(0.05); end while",
+        name = quote_ident(name),
+    )
+}
+
+async fn triggers(conn: &mut MySqlConnection, schema: &str) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select cast(trigger_name as char character set utf8mb4) from information_schema.triggers \
+         where trigger_schema = ? and event_object_table = 'kine'",
+    )
+    .bind(schema)
+    .fetch_all(conn)
+    .await
+}
+
+async fn set_lock_wait(conn: &mut MySqlConnection, wait: Duration) -> Result<(), sqlx::Error> {
+    exec(
+        conn,
+        format!("set session lock_wait_timeout = {}", wait.as_secs().max(1)),
+    )
+    .await
+}
+
+/// Blocks the tenant's writes on `kine` (module docs of [`super`]): creates the missing triggers while
+/// the flag is clear (their exclusive lock waits for statements on `kine`, sleepers never end), sets
+/// the flag, and waits until no write of the tenant that passed the triggers is in flight.
+pub(super) async fn freeze(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+    nbe: bool,
+    wait: Duration,
+) -> Result<(), sqlx::Error> {
+    let present = triggers(conn, schema).await?;
+    set_lock_wait(conn, wait).await?;
+    for (name, event) in TRIGGERS {
+        if !present.iter().any(|p| p == name) {
+            exec(conn, trigger(schema, name, event, nbe)).await?;
+        }
+    }
+    exec(
+        conn,
+        format!("create database if not exists {}", quote_ident(FREEZE_DATABASE)),
+    )
+    .await?;
+    exec(
+        conn,
+        format!(
+            "create table if not exists {} (frozen_at timestamp not null default current_timestamp)",
+            flag(schema)
+        ),
+    )
+    .await?;
+    tokio::time::sleep(TRX_CACHE).await;
+    wait_for_sleepers(conn, schema, user, wait).await
+}
+
+/// Waits until every other session of the tenant (its user, or its database as the default: a
+/// session in a trigger shows the trigger's definer as its user) sleeps in the freeze, or is idle
+/// without an open InnoDB transaction. A write that passed the triggers before the flag is neither
+/// until it has committed or rolled back.
+async fn wait_for_sleepers(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+    wait: Duration,
+) -> Result<(), sqlx::Error> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let sessions: Vec<(i64, Option<String>, Option<String>)> = sqlx::query_as(
+            "select cast(id as signed), cast(command as char character set utf8mb4), \
+             cast(state as char character set utf8mb4) from information_schema.processlist \
+             where id <> connection_id() and (db = ? or user = ?)",
+        )
+        .bind(schema)
+        .bind(user)
+        .fetch_all(&mut *conn)
+        .await?;
+        let open: BTreeSet<i64> = sqlx::query_scalar(
+            "select cast(trx_mysql_thread_id as signed) from information_schema.innodb_trx",
+        )
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
+        let writing = sessions
+            .iter()
+            .filter(|(id, command, state)| {
+                let sleeping = state.as_deref() == Some(SLEEPING);
+                let idle = command.as_deref() == Some("Sleep") && !open.contains(id);
+                !sleeping && !idle
+            })
+            .count();
+        if writing == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(sqlx::Error::Protocol(format!(
+                "{writing} sessions of the tenant were still writing after {}s",
+                wait.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Lifts the freeze: drops the flag (the sleepers go on), then the triggers (their lock waits for the
+/// sleepers' statements to end).
+pub(super) async fn thaw(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    wait: Duration,
+) -> Result<(), sqlx::Error> {
+    let flagged: i64 = sqlx::query_scalar(
+        "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
+    )
+    .bind(FREEZE_DATABASE)
+    .bind(schema)
+    .fetch_one(&mut *conn)
+    .await?;
+    if flagged > 0 {
+        exec(conn, format!("drop table if exists {}", flag(schema))).await?;
+    }
+    let present = triggers(conn, schema).await?;
+    set_lock_wait(conn, wait).await?;
+    for (name, _) in TRIGGERS {
+        if present.iter().any(|p| p == name) {
+            exec(
+                conn,
+                format!(
+                    "drop trigger if exists {}.{}",
+                    quote_ident(schema),
+                    quote_ident(name)
+                ),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freeze_trigger_looks_up_its_own_flag_table_exactly_and_sleeps() {
+        assert_eq!(
+            trigger("t_1.a-b", "tenantplane_freeze_insert", "insert", false),
+            "create definer = current_user trigger `t_1.a-b`.`tenantplane_freeze_insert` before insert \
+             on `t_1.a-b`.kine for each row while exists (select 1 from information_schema.tables \
+             where table_schema = 'tenantplane_freeze' and table_name = 't_1.a-b' \
+             and binary table_name = binary 't_1.a-b') do do sleep(0.05); end while"
+        );
+        assert_eq!(flag("t_1"), "`tenantplane_freeze`.`t_1`");
+    }
+}
