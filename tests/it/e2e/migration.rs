@@ -6,7 +6,10 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -39,7 +42,29 @@ const LOAD: &str = "load";
 type Stages = Arc<Mutex<Vec<(Instant, MigrationStage)>>>;
 
 /// What the writer saw, one entry per write.
-type Writes = Arc<Mutex<Vec<Write>>>;
+type Writes = Arc<WriteLog>;
+
+/// The writes that ended, and how many are still waiting for an answer.
+#[derive(Default)]
+struct WriteLog {
+    ended: Mutex<Vec<Write>>,
+    in_flight: AtomicUsize,
+}
+
+impl WriteLog {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Write>> {
+        self.ended.lock().unwrap()
+    }
+
+    /// Waits until every write sent has been answered or given up on (at most its 10 s timeout).
+    async fn settled(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(self.in_flight.load(Ordering::SeqCst), 0, "writes still in flight");
+    }
+}
 
 /// One create of the writer: when it was sent and answered, and how it ended.
 struct Write {
@@ -112,7 +137,9 @@ async fn a_controller_killed_in_every_stage_resumes_the_migration_to_done_with_e
     let load = Load::start(&serving.tenant, 3000).await;
     let op = post_migrate(&stack, &serving.id, &serving.target).await;
     let killed = kill_in_every_stage(&mut stack).await;
-    let outcome = load.finish(&stack, &serving.tenant, &op, &serving.target).await;
+    let outcome = load
+        .finish(&stack, &serving.tenant, &op, &serving.target, true)
+        .await;
 
     assert_eq!(killed, KILL_STAGES.to_vec(), "a kill landed in each stage");
     serving.assert_moved(&etcd, &outcome).await;
@@ -247,7 +274,7 @@ async fn moves_through_kine(prefix: &str, servers: &[SqlServer; 2], objects: usi
         let killed = kill_in_every_stage(&mut stack).await;
         assert_eq!(killed, KILL_STAGES.to_vec(), "a kill landed in each stage");
     }
-    let outcome = load.finish(&stack, &tenant, &op, &names[target]).await;
+    let outcome = load.finish(&stack, &tenant, &op, &names[target], kill).await;
 
     let on_target = servers[target].live_config_maps(&database).await;
     outcome.assert_stored(on_target, "ConfigMaps in the target's kine table");
@@ -352,7 +379,9 @@ impl Outcome {
         let in_list = differences(&self.expected, &self.listed);
         let only_listed: Vec<&String> = self.listed.keys().filter(|k| !stored.contains_key(*k)).collect();
         assert!(
-            in_store.iter().all(|d| !d.starts_with("missing") && !d.starts_with("unexpected"))
+            in_store
+                .iter()
+                .all(|d| !d.starts_with("missing") && !d.starts_with("unexpected"))
                 && in_list.is_empty()
                 && only_listed.is_empty(),
             "{what}: every object on the target with its content ({} expected); \
@@ -370,7 +399,7 @@ impl Outcome {
 async fn migrate_under_load(stack: &Stack, tenant: &kube::Client, id: &str, target: &str) -> Outcome {
     let load = Load::start(tenant, OBJECTS).await;
     let op = post_migrate(stack, id, target).await;
-    load.finish(stack, tenant, &op, target).await
+    load.finish(stack, tenant, &op, target, false).await
 }
 
 /// The writer and the informer running against the tenant while it moves.
@@ -406,8 +435,17 @@ impl Load {
         }
     }
 
-    /// Waits for operation `op` to succeed, then checks the data, the informer and the writer.
-    async fn finish(self, stack: &Stack, tenant: &kube::Client, op: &str, target: &str) -> Outcome {
+    /// Waits for operation `op` to succeed, then checks the data, the informer and, unless the
+    /// controller was `killed` along the way, that the writer failed only while frozen (a kill in
+    /// `Frozen` freezes again, and status records the last freeze only).
+    async fn finish(
+        self,
+        stack: &Stack,
+        tenant: &kube::Client,
+        op: &str,
+        target: &str,
+        killed: bool,
+    ) -> Outcome {
         let watching = watch_stages(stack, self.stages.clone());
         let seen = stack.operation_until_done(0, op).await;
         let last = &seen.last().unwrap().0;
@@ -423,6 +461,8 @@ impl Load {
         tokio::time::sleep(Duration::from_secs(5)).await;
         self.writer.abort();
         watching.abort();
+        // A write still waiting may yet land: judge the data only once every write has ended.
+        self.writes.settled().await;
 
         let expected = expected_objects(&self.writes, self.seeded);
         let fresh: BTreeMap<String, String> = fresh_list(tenant)
@@ -447,7 +487,9 @@ impl Load {
             "writer: no write succeeded for {:?} (the freeze as the client saw it)",
             longest_gap(&self.writes)
         );
-        writer_errors_only_while_frozen(&self.writes, &migration, freeze);
+        if !killed {
+            writer_errors_only_while_frozen(&self.writes, &migration, freeze);
+        }
         Outcome {
             expected,
             listed: fresh,
@@ -570,6 +612,7 @@ async fn write_at_20_per_second(tenant: kube::Client, writes: Writes) {
     for n in 0.. {
         tick.tick().await;
         let (api, writes) = (api.clone(), writes.clone());
+        writes.in_flight.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let (name, sent) = (format!("w-{n:06}"), Instant::now());
             let result = tokio::time::timeout(
@@ -579,12 +622,13 @@ async fn write_at_20_per_second(tenant: kube::Client, writes: Writes) {
             .await;
             let outcome = WriteOutcome::of(result.ok());
             let ended = Instant::now();
-            writes.lock().unwrap().push(Write {
+            writes.lock().push(Write {
                 sent,
                 ended,
                 name,
                 outcome,
             });
+            writes.in_flight.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }
@@ -635,7 +679,7 @@ fn expected_objects(writes: &Writes, seeded: usize) -> Expected {
             .collect(),
         ..Expected::default()
     };
-    for write in writes.lock().unwrap().iter() {
+    for write in writes.lock().iter() {
         let n = write.name.trim_start_matches("w-").trim_start_matches('0');
         let i = if n.is_empty() { "0".into() } else { n.to_string() };
         match write.outcome {
@@ -651,7 +695,6 @@ fn expected_objects(writes: &Writes, seeded: usize) -> Expected {
 fn longest_gap(writes: &Writes) -> Duration {
     let mut ok: Vec<Instant> = writes
         .lock()
-        .unwrap()
         .iter()
         .filter(|w| !w.outcome.failed())
         .map(|w| w.ended)
@@ -670,13 +713,14 @@ fn differences(expected: &Expected, listed: &BTreeMap<String, String>) -> Vec<St
         .iter()
         .filter(|(k, _)| !listed.contains_key(*k))
         .map(|(k, _)| format!("missing {k}"));
-    let other = listed.iter().filter_map(|(k, v)| {
-        match expected.must.get(k).or_else(|| expected.may.get(k)) {
-            None => Some(format!("unexpected {k}={v}")),
-            Some(e) if e != v => Some(format!("{k}={v}, expected {e}")),
-            Some(_) => None,
-        }
-    });
+    let other =
+        listed.iter().filter_map(
+            |(k, v)| match expected.must.get(k).or_else(|| expected.may.get(k)) {
+                None => Some(format!("unexpected {k}={v}")),
+                Some(e) if e != v => Some(format!("{k}={v}, expected {e}")),
+                Some(_) => None,
+            },
+        );
     missing.chain(other).collect()
 }
 
@@ -684,7 +728,7 @@ fn differences(expected: &Expected, listed: &BTreeMap<String, String>) -> Vec<St
 /// how; with the stages' start times, this places a difference in the migration.
 fn timeline(writes: &Writes, differences: &[String], zero: Instant, stages: &Stages) -> String {
     let at = |t: Instant| t.saturating_duration_since(zero).as_secs_f64();
-    let writes = writes.lock().unwrap();
+    let writes = writes.lock();
     let named = writes
         .iter()
         .filter(|w| differences.iter().any(|d| d.contains(&w.name)))
@@ -703,7 +747,10 @@ fn timeline(writes: &Writes, differences: &[String], zero: Instant, stages: &Sta
         .iter()
         .map(|(t, stage)| format!("{stage:?} from {:.2}s", at(*t)))
         .collect::<Vec<_>>();
-    named.chain(std::iter::once(stages.join(", "))).collect::<Vec<_>>().join("\n")
+    named
+        .chain(std::iter::once(stages.join(", ")))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether the test wrote ConfigMap `name` (not, e.g., the controller-manager's `kube-root-ca.crt`).
@@ -757,7 +804,7 @@ async fn informer_equals_list(store: &reflector::Store<ConfigMap>, tenant: &kube
 /// Every failed write ended within the freeze (plus the time a request takes), and there were at
 /// most as many as 20 per second of freeze allow.
 fn writer_errors_only_while_frozen(writes: &Writes, migration: &MigrationStatus, freeze: Duration) {
-    let writes = writes.lock().unwrap();
+    let writes = writes.lock();
     let failed: Vec<(Instant, &String, String)> = writes
         .iter()
         .filter(|w| w.outcome.failed())

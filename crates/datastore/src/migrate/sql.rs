@@ -95,6 +95,13 @@
 //! work (a server restart, killing it by hand) makes kine acknowledge a create it did not store,
 //! exactly as any failed insert does outside a migration.
 //!
+//! **Connections.** Each waiting write holds one of kine's connections. kine's pool is unlimited by
+//! default, so a long freeze under writes opened connections until the server refused them ("too
+//! many clients", "Too many connections"); an insert that fails to connect is a failed insert, and
+//! kine acknowledged it when its follow-up read found the key absent. The controller therefore caps
+//! kine's pool (`--datastore-max-open-connections`, `KINE_MAX_OPEN_CONNECTIONS` in the controller):
+//! past the cap, writes wait for a connection inside kine instead of failing.
+//!
 //! Keep the freeze short all the same: every write of the tenant waits through it
 //! (`benches/migrate_kine.rs`).
 

@@ -303,7 +303,19 @@ pub fn scheduler_args(tcp: &TenantControlPlane) -> Vec<String> {
     render(&flags)
 }
 
-/// kine's args: listen address and TLS files, the user's extraArgs over them, then `--endpoint` last.
+/// kine's flag for [`KINE_MAX_OPEN_CONNECTIONS`]; not the tenant's to change.
+const MAX_OPEN_FLAG: &str = "datastore-max-open-connections";
+
+/// Most connections one kine opens to a SQL server (`--datastore-max-open-connections`; kine's
+/// default is unlimited). Uncapped, every write waiting in a migration's freeze holds a connection of
+/// its own until the server refuses new ones, and kine v0.17.5 answers a create whose insert failed
+/// *and whose key then reads as absent* as a success: writes were acknowledged and lost. Capped, a
+/// write waits for a pooled connection instead (reads wait too, while frozen), and one tenant can
+/// never exhaust a shared server's connections: size `max_connections` as tenants × replicas × this.
+pub const KINE_MAX_OPEN_CONNECTIONS: u32 = 64;
+
+/// kine's args: listen address, TLS files and (SQL) the connection cap, the user's extraArgs over the
+/// others, then `--endpoint` last.
 pub fn kine_args(tcp: &TenantControlPlane, storage: &StorageView) -> Vec<String> {
     let mut flags = kv(&[("listen-address", "unix:///uds/kine".into())]);
     if let Some((_, client)) = &storage.certificate {
@@ -316,9 +328,12 @@ pub fn kine_args(tcp: &TenantControlPlane, storage: &StorageView) -> Vec<String>
     for arg in user_args(tcp, |e| e.kine.clone()) {
         let bare = arg.trim_start_matches('-');
         let (k, v) = bare.split_once('=').unwrap_or((bare, "true"));
-        if k != "endpoint" {
+        if k != "endpoint" && k != MAX_OPEN_FLAG {
             flags.insert(k.to_string(), v.to_string());
         }
+    }
+    if matches!(storage.driver, Driver::MySQL | Driver::PostgreSQL) {
+        flags.insert(MAX_OPEN_FLAG.into(), KINE_MAX_OPEN_CONNECTIONS.to_string());
     }
     let mut args = render(&flags);
     let endpoint = match storage.driver {

@@ -156,17 +156,18 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
             expected(&["--etcd-servers=unix:///uds/kine"]),
             "{driver:?}"
         );
-        assert_eq!(
-            kine_args(&t, &storage),
-            vec![
-                "--ca-file=/certs/ca.crt".to_string(),
-                "--cert-file=/certs/server.crt".into(),
-                "--key-file=/certs/server.key".into(),
-                "--listen-address=unix:///uds/kine".into(),
-                endpoint.into(),
-            ],
-            "{driver:?}"
-        );
+        let mut expected_kine = vec![
+            "--ca-file=/certs/ca.crt".to_string(),
+            "--cert-file=/certs/server.crt".into(),
+            "--key-file=/certs/server.key".into(),
+            "--listen-address=unix:///uds/kine".into(),
+            endpoint.into(),
+        ];
+        if driver != Driver::Nats {
+            // SQL only: the connection cap sorts after the certificate.
+            expected_kine.insert(2, "--datastore-max-open-connections=64".into());
+        }
+        assert_eq!(kine_args(&t, &storage), expected_kine, "{driver:?}");
         let pki = pki(&t, &BTreeMap::new(), None, &WorkloadSettings::default(), NOW).unwrap();
         let built = deployment(&t, &storage, &pki, "v1.34.1", &WorkloadSettings::default()).unwrap();
         let pod = built.deployment.spec.unwrap().template.spec.unwrap();
@@ -204,11 +205,11 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
 }
 
 #[test]
-fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint() {
+fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint_nor_connection_cap() {
     let mut t2 = base().build();
     t2.spec.control_plane.deployment = Some(
         serde_json::from_value(serde_json::json!({
-            "extraArgs": {"kine": ["--endpoint=evil", "--debug"]}
+            "extraArgs": {"kine": ["--endpoint=evil", "--debug", "--datastore-max-open-connections=0"]}
         }))
         .unwrap(),
     );
@@ -216,7 +217,8 @@ fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint() {
     assert_eq!(
         args,
         vec![
-            "--debug=true".to_string(),
+            "--datastore-max-open-connections=64".to_string(),
+            "--debug=true".into(),
             "--listen-address=unix:///uds/kine".into(),
             "--endpoint=mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)".into(),
         ]
