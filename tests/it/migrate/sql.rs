@@ -797,6 +797,46 @@ async fn mariadb_kine_acknowledges_a_create_whose_session_ended_while_reads_work
     kine_acknowledges_a_create_whose_session_ended_while_reads_work(Backend::MariaDb).await;
 }
 
+/// The fix for the hazard above: once sealed, a PostgreSQL source fails the tenant's reads too, so a
+/// write that ends while frozen is answered with an error, never acknowledged; a thaw undoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_sealed_source_never_acknowledges_a_create_whose_session_ended() {
+    let backend = Backend::Postgres;
+    let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-sealed").await;
+    let mover = mover(backend, &source, &target);
+    mover.freeze().await.unwrap();
+    let blocked = spawn_create(&client, BLOCKED);
+    tokio::time::sleep(BLOCKED_FOR).await;
+    assert!(!blocked.is_finished());
+    mover.seal().await.unwrap();
+    mover.seal().await.unwrap();
+    // Reads and new writes fail at once; the sleeping write keeps sleeping.
+    let mut kv = client.kv_client();
+    assert!(kv.get(key(3), None).await.is_err());
+    let after = format!("{BLOCKED}-after");
+    assert!(create(&mut kv, &after, "sealed").await.is_err());
+    assert!(!blocked.is_finished());
+
+    end_sleeping_writes(backend, &source).await;
+    let answer = tokio::time::timeout(Duration::from_secs(30), blocked)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+
+    // The helpers read as the tenant: only after the thaw.
+    mover.thaw().await.unwrap();
+    let names = backend.names(&source).await;
+    assert!(!names.iter().any(|n| n.starts_with(BLOCKED)), "{names:?}");
+    let read = kv.get(key(3), None).await.unwrap();
+    assert_eq!(read.kvs()[0].value(), b"value 3");
+    let put = kv.put(key(4), "after the thaw", None).await.unwrap();
+    let read = kv.get(key(4), None).await.unwrap();
+    assert_eq!(read.kvs()[0].mod_revision(), put.header().unwrap().revision());
+    backend.deprovision(&source).await;
+    backend.deprovision(&target).await;
+}
+
 /// Clears the flag only, as a thaw interrupted before it removed the triggers leaves the source.
 async fn clear_the_flag_only(backend: Backend, space: &Space) {
     let db = &space.creds.database;

@@ -111,6 +111,14 @@ impl AnyMover {
         }
     }
 
+    /// [`Mover::seal`].
+    pub async fn seal(&self) -> Result<(), DatastoreError> {
+        match self {
+            Self::Etcd(m) => m.seal().await,
+            Self::Kine(m) => m.seal().await,
+        }
+    }
+
     /// [`Mover::thaw`].
     pub async fn thaw(&self) -> Result<(), DatastoreError> {
         match self {

@@ -164,6 +164,7 @@ async fn frozen(
     let mover = mover_of(ctx, tcp, m).await?;
     let started = Instant::now();
     mover.freeze().await?;
+    mover.seal().await?;
     let frozen_in = started.elapsed();
     let mut checkpoint = checkpoint(m);
     while mover.finish_step(&mut checkpoint).await? == Step::More {}

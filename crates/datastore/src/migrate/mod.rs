@@ -92,7 +92,14 @@ pub trait Mover: Send + Sync {
     /// none that could still commit is in flight; the tenant's reads keep working.
     fn freeze(&self) -> impl Future<Output = Result<(), DatastoreError>> + Send;
 
-    /// Lifts [`Mover::freeze`] (abort or failure before the switch).
+    /// After [`Mover::freeze`]: makes the tenant's reads of the source fail too, so that a write of
+    /// the tenant that fails while frozen can never be answered as a success by a read finding its
+    /// key absent (kine, see `sql`). Idempotent; [`Mover::thaw`] undoes it. Nothing to do by default.
+    fn seal(&self) -> impl Future<Output = Result<(), DatastoreError>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Lifts [`Mover::freeze`] and [`Mover::seal`] (abort or failure before the switch).
     fn thaw(&self) -> impl Future<Output = Result<(), DatastoreError>> + Send;
 
     /// Frozen: applies the rest of the source's changes and makes the target safe to serve from;

@@ -344,9 +344,38 @@ async fn wait_for_sleepers(conn: &mut PgConnection, wait: Duration) -> Result<()
     }
 }
 
-/// Lifts the freeze: clears the flag (the sleepers go on), then drops the trigger (its lock waits for
-/// them to finish) and the schema.
-pub(super) async fn thaw(conn: &mut PgConnection, wait: Duration) -> Result<(), sqlx::Error> {
+/// Whether role `user` exists.
+async fn role_exists(conn: &mut PgConnection, user: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select exists (select from pg_roles where rolname = $1)")
+        .bind(user)
+        .fetch_one(conn)
+        .await
+}
+
+/// Takes the tenant's `select` on `kine` (its inserts read the table too, so they fail from then on,
+/// and so does kine's read after a failed insert). `REVOKE` waits for no lock: writers asleep in the
+/// freeze keep sleeping (they passed their privilege check) and end as before.
+pub(super) async fn seal(conn: &mut PgConnection, user: &str) -> Result<(), sqlx::Error> {
+    if table_exists(conn).await? && role_exists(conn, user).await? {
+        exec(
+            conn,
+            format!("revoke select on public.kine from {}", quote_ident(user)),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Lifts the freeze: gives the tenant its `select` back ([`seal`]), clears the flag (the sleepers go
+/// on), then drops the trigger (its lock waits for them to finish) and the schema.
+pub(super) async fn thaw(conn: &mut PgConnection, wait: Duration, user: &str) -> Result<(), sqlx::Error> {
+    if table_exists(conn).await? && role_exists(conn, user).await? {
+        exec(
+            conn,
+            format!("grant select on public.kine to {}", quote_ident(user)),
+        )
+        .await?;
+    }
     let schema: bool = sqlx::query_scalar("select to_regnamespace($1) is not null")
         .bind(FREEZE_SCHEMA)
         .fetch_one(&mut *conn)
