@@ -527,10 +527,14 @@ impl MySqlDriver {
         self.exec(&mut dropper, "set the lock wait timeout", wait, None)
             .await?;
         let drop = format!("drop database if exists {}", quote_ident(schema));
+        // The killer runs on a connection of its own: when the drop ends first its future is dropped
+        // mid-query, which leaves that connection unreadable, so it is never used again.
+        let mut killer = self.connect().await?;
         let dropped = tokio::select! {
             dropped = self.exec(&mut dropper, "drop the tenant database", drop, None) => dropped,
-            failed = self.end_sessions(conn, schema, user, id) => Err(failed),
+            failed = self.end_sessions(&mut killer, schema, user, id) => Err(failed),
         };
+        std::mem::drop(killer);
         let _ = dropper.close().await;
         dropped?;
         let flag = format!(

@@ -782,7 +782,8 @@ async fn fresh_list(tenant: &kube::Client) -> BTreeMap<String, (String, String)>
 async fn informer_equals_list(store: &reflector::Store<ConfigMap>, tenant: &kube::Client) {
     eventually(
         "the informer's cache equals a fresh list",
-        Duration::from_secs(60),
+        // Under 8-way load the informer's relist after a 410 alone has taken over a minute.
+        Duration::from_secs(180),
         || async {
             let fresh: BTreeMap<String, String> = fresh_list(tenant)
                 .await
