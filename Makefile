@@ -42,8 +42,9 @@ clippy:
 openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
 
+## test-only: every test, the live-migration ones last and two at a time (see scripts/test-all)
 test-only:
-	$(CARGO) test --workspace --lib --bins --tests -- --test-threads=8
+	CARGO=$(CARGO) scripts/test-all
 
 ## generate: rewrite the committed generated artifacts (CRD YAML, OpenAPI, GraphQL SDL, the TypeScript
 ## client's types from the OpenAPI document, with the pinned openapi-typescript)

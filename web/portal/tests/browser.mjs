@@ -45,7 +45,7 @@ async function openPage(viewport = { width: 1280, height: 900 }) {
     document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
   });
   const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
+  page.setDefaultTimeout(60_000);
   page.answers = [];
   page.httpAnswers = 0;
   page.liveFrames = 0;
@@ -133,7 +133,7 @@ async function createAndWatch(page, name) {
   await page.fill('#cp-name', name);
   await page.fill('#cp-kubernetesVersion', env.VERSION);
   await page.fill('#cp-replicas', '1');
-  await page.waitForSelector('[data-testid="placement-datastore"]', { timeout: 15_000 });
+  await page.waitForSelector('[data-testid="placement-datastore"]', { timeout: 30_000 });
   console.log(`  placement preview: ${await text(page, '[data-testid="placement-datastore"]')}`);
   await axe(page, 'create');
   await watchPhases(page, name);
