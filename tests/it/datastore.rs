@@ -12,7 +12,7 @@ use tenantplane::{
         DatastoreError, Driver, EtcdCredentials, NatsCredentials, Owner, SqlCredentials, SqlSettings,
         TenantCredentials, TenantSpace,
         etcd::{EtcdDriver, EtcdSettings, marker_key},
-        mysql::MySqlDriver,
+        mysql::{MySqlDriver, TENANT_MAX_USER_CONNECTIONS},
         nats::{KINE_BUCKET_DESCRIPTION, NatsDriver, NatsSettings, REGISTRY_BUCKET, bucket_name},
         postgres::PostgresDriver,
     },
@@ -815,6 +815,32 @@ async fn mysql_passwords_with_quotes_and_backslashes_are_set_verbatim() {
         .close()
         .await
         .unwrap();
+    driver.deprovision(&tenant).await.unwrap();
+}
+
+/// A frozen tenant's orphaned sessions cannot fill a shared server: its user holds at most
+/// [`TENANT_MAX_USER_CONNECTIONS`], and re-provisioning an existing user sets the cap too.
+#[tokio::test]
+async fn mysql_tenant_users_are_capped_at_their_share_of_the_servers_connections() {
+    let driver = MySqlDriver::new(mysql_settings()).unwrap();
+    let tenant = tenant_named(&name("mycap")).unwrap();
+    let mut admin = mysql_admin().await;
+    let cap = async |admin: &mut MySqlConnection| -> i64 {
+        sqlx::query_scalar("select cast(max_user_connections as signed) from mysql.user where user = ?")
+            .bind(tenant.user())
+            .fetch_one(admin)
+            .await
+            .unwrap()
+    };
+    driver.provision(&tenant).await.unwrap();
+    assert_eq!(cap(&mut admin).await, i64::from(TENANT_MAX_USER_CONNECTIONS));
+    let lifted = format!("alter user '{}'@'%' with max_user_connections 0", tenant.user());
+    sqlx::query(sqlx::AssertSqlSafe(lifted))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    driver.provision(&tenant).await.unwrap();
+    assert_eq!(cap(&mut admin).await, i64::from(TENANT_MAX_USER_CONNECTIONS));
     driver.deprovision(&tenant).await.unwrap();
 }
 

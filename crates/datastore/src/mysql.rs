@@ -30,6 +30,11 @@ use super::{
 };
 use crate::k8s::crd;
 
+/// The most sessions one tenant user may hold on a shared server (`max_user_connections`): four of
+/// kine's pools of 64 (replicas and a rollout's surge). Writes asleep in a migration freeze keep their
+/// server session after kine gives up on them and opens another, so without a cap one frozen tenant
+/// fills the server's `max_connections` and locks out the admin account that must end the freeze.
+pub const TENANT_MAX_USER_CONNECTIONS: u32 = 256;
 const KIND: crd::Driver = crd::Driver::MySQL;
 
 /// The privileges a tenant gets on its database: what kine needs (the same list as Kamaji).
@@ -477,8 +482,11 @@ impl MySqlDriver {
                 secret,
             ),
             (
-                "set the tenant user's password",
-                format!("alter user {account} identified by {literal}"),
+                "set the tenant user's password and connection cap",
+                format!(
+                    "alter user {account} identified by {literal} \
+                     with max_user_connections {TENANT_MAX_USER_CONNECTIONS}"
+                ),
                 secret,
             ),
             (
