@@ -356,26 +356,27 @@ async fn role_exists(conn: &mut PgConnection, user: &str) -> Result<bool, sqlx::
 /// and so does kine's read after a failed insert). `REVOKE` waits for no lock: writers asleep in the
 /// freeze keep sleeping (they passed their privilege check) and end as before.
 pub(super) async fn seal(conn: &mut PgConnection, user: &str) -> Result<(), sqlx::Error> {
-    if table_exists(conn).await? && role_exists(conn, user).await? {
-        exec(
-            conn,
-            format!("revoke select on public.kine from {}", quote_ident(user)),
-        )
-        .await?;
+    set_select(conn, user, false).await
+}
+
+/// Grants (`on`) or revokes the tenant's `select` on `kine`, if both the table and the role exist.
+async fn set_select(conn: &mut PgConnection, user: &str, on: bool) -> Result<(), sqlx::Error> {
+    if !(table_exists(conn).await? && role_exists(conn, user).await?) {
+        return Ok(());
     }
-    Ok(())
+    let user = quote_ident(user);
+    let statement = if on {
+        format!("grant select on public.kine to {user}")
+    } else {
+        format!("revoke select on public.kine from {user}")
+    };
+    exec(conn, statement).await
 }
 
 /// Lifts the freeze: gives the tenant its `select` back ([`seal`]), clears the flag (the sleepers go
 /// on), then drops the trigger (its lock waits for them to finish) and the schema.
 pub(super) async fn thaw(conn: &mut PgConnection, wait: Duration, user: &str) -> Result<(), sqlx::Error> {
-    if table_exists(conn).await? && role_exists(conn, user).await? {
-        exec(
-            conn,
-            format!("grant select on public.kine to {}", quote_ident(user)),
-        )
-        .await?;
-    }
+    set_select(conn, user, true).await?;
     let schema: bool = sqlx::query_scalar("select to_regnamespace($1) is not null")
         .bind(FREEZE_SCHEMA)
         .fetch_one(&mut *conn)
