@@ -540,9 +540,13 @@ async fn a_rebalance_moves_primaries_until_the_spread_imbalance_is_at_most_one()
     let tenant_admin = app.token(&slug, "tenant-admin").await;
     let r = post(&app, &path, &tenant_admin, None).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
-    // An optional body may be absent, or JSON `null`; anything but an object is refused.
+    // An optional body may be absent, blank (JSON whitespace), or JSON `null`; anything but an object is
+    // refused, and so is a form feed, which is not JSON whitespace (schemathesis sent one).
     for (body, content_type, status) in [
         ("null", "application/json", StatusCode::ACCEPTED),
+        (" \r\n\t", "application/json", StatusCode::ACCEPTED),
+        ("\x0c", "application/json", StatusCode::BAD_REQUEST),
+        ("\x0c", "text/plain", StatusCode::UNSUPPORTED_MEDIA_TYPE),
         ("[]", "application/json", StatusCode::UNPROCESSABLE_ENTITY),
         ("{}", "text/plain", StatusCode::UNSUPPORTED_MEDIA_TYPE),
     ] {

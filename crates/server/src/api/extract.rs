@@ -99,15 +99,15 @@ fn not_json() -> ApiError {
     )
 }
 
-/// An optional JSON body (`Option<JsonBody<T>>`): no bytes, or a JSON `null`, read as `None` (with or
-/// without `Content-Type`); anything else is read (and refused) as [`JsonBody`] reads it.
+/// An optional JSON body (`Option<JsonBody<T>>`): no bytes, JSON whitespace only, or a JSON `null`, read
+/// as `None` (with or without `Content-Type`); anything else is read (and refused) as [`JsonBody`] reads it.
 impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Self::Rejection> {
         let json = is_json(&req);
         let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
-        let text = bytes.trim_ascii();
+        let text = trim_json_whitespace(&bytes);
         if text.is_empty() || (json && text == b"null") {
             return Ok(None);
         }
@@ -116,6 +116,15 @@ impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for JsonBody<T>
         }
         Self::parse(&bytes).map(Some)
     }
+}
+
+/// `bytes` without leading and trailing JSON whitespace (space, tab, LF, CR: RFC 8259 §2; not the form
+/// feed or vertical tab that `trim_ascii` also strips).
+fn trim_json_whitespace(bytes: &[u8]) -> &[u8] {
+    let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = bytes.iter().position(|b| !blank(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !blank(b)).map_or(start, |i| i + 1);
+    &bytes[start..end]
 }
 
 /// The authenticated caller (401 otherwise).
