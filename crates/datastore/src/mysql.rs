@@ -52,7 +52,7 @@ pub const REGISTRY_DATABASE: &str = "tenantplane";
 pub const FREEZE_DATABASE: &str = "tenantplane_freeze";
 
 /// ER_NO_SUCH_THREAD: the connection to kill is already gone.
-const NO_SUCH_THREAD: u16 = 1094;
+pub(crate) const NO_SUCH_THREAD: u16 = 1094;
 
 /// `information_schema.processlist.state` of a statement waiting for a table's metadata lock.
 const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";

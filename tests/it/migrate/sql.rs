@@ -837,6 +837,47 @@ async fn postgres_sealed_source_never_acknowledges_a_create_whose_session_ended(
     backend.deprovision(&target).await;
 }
 
+/// The fix on MariaDB, where a database grant is checked only when a session connects: the seal
+/// revokes it and kills the tenant's sessions, the writers asleep in the freeze last. The blocked
+/// create is answered with an error, reads and new writes fail, the tenant cannot log in, and a thaw
+/// gives everything back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_sealed_source_ends_the_blocked_create_with_an_error_and_turns_the_tenant_away() {
+    let backend = Backend::MariaDb;
+    let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-sealed-my").await;
+    let mover = mover(backend, &source, &target);
+    mover.freeze().await.unwrap();
+    let blocked = spawn_create(&client, BLOCKED);
+    tokio::time::sleep(BLOCKED_FOR).await;
+    assert!(!blocked.is_finished());
+    mover.seal().await.unwrap();
+    mover.seal().await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(30), blocked)
+        .await
+        .expect("the seal ends the write asleep in the freeze")
+        .unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+    let mut kv = client.kv_client();
+    assert!(kv.get(key(3), None).await.is_err());
+    let after = format!("{BLOCKED}-after");
+    assert!(create(&mut kv, &after, "sealed").await.is_err());
+    let c = &source.creds;
+    let login = MySqlConnection::connect(&datastore::mysql_url(c, &c.database)).await;
+    let refused = login.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("Access denied"), "{refused}");
+
+    mover.thaw().await.unwrap();
+    let names = backend.names(&source).await;
+    assert!(!names.iter().any(|n| n.starts_with(BLOCKED)), "{names:?}");
+    let read = kv.get(key(3), None).await.unwrap();
+    assert_eq!(read.kvs()[0].value(), b"value 3");
+    let put = kv.put(key(4), "after the thaw", None).await.unwrap();
+    let read = kv.get(key(4), None).await.unwrap();
+    assert_eq!(read.kvs()[0].mod_revision(), put.header().unwrap().revision());
+    backend.deprovision(&source).await;
+    backend.deprovision(&target).await;
+}
+
 /// Clears the flag only, as a thaw interrupted before it removed the triggers leaves the source.
 async fn clear_the_flag_only(backend: Backend, space: &Space) {
     let db = &space.creds.database;

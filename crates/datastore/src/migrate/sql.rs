@@ -95,15 +95,19 @@
 //! work (a server restart, killing it by hand) makes kine acknowledge a create it did not store,
 //! exactly as any failed insert does outside a migration.
 //!
-//! **Sealed while frozen (PostgreSQL).** A write can still fail while frozen for reasons of its
-//! own: a session ended, a connection kine could not open. kine then reads the key, finds no row and
-//! acknowledges the create. Under load the end-to-end tests lost creates this way, answered "stored"
-//! after waiting seconds and never inserted on either server. So after the freeze the controller
-//! [`Mover::seal`]s the source: the tenant loses `select` on `kine`, kine's read after a failed
-//! insert fails too, and no failed write can be answered as a success. New inserts fail at once
-//! (they read the table), writes already asleep keep sleeping, and the old apiserver serves what its
-//! cache holds until the new one is ready. [`Mover::thaw`] grants `select` back first. MySQL is not
-//! sealed yet (module risks in the README).
+//! **Sealed while frozen.** A write can still fail while frozen for reasons of its own: a session
+//! ended, a connection kine could not open (a server's `max_connections`, MySQL's per-user cap). kine
+//! then reads the key, finds no row and acknowledges the create. Under load the end-to-end tests lost
+//! creates this way, answered "stored" and never inserted on either server. So after the freeze the
+//! controller [`Mover::seal`]s the source, and no failed write can be answered as a success:
+//! - PostgreSQL: the tenant loses `select` on `kine` (checked at every statement). New inserts fail
+//!   at once (they read the table), writes already asleep keep sleeping.
+//! - MySQL/MariaDB: a database grant is checked when a session connects, so the tenant's grant is
+//!   revoked (new sessions are refused), then its sessions are killed: readers and idle ones first,
+//!   the writers asleep in the freeze last, so a killed write finds no session its read could use.
+//!
+//! The old apiserver serves what its cache holds until the new one is ready. [`Mover::thaw`] gives
+//! the grant back first.
 //!
 //! **Connections.** Each waiting write holds one of kine's connections. kine's pool is unlimited by
 //! default, so a long freeze under writes opened connections until the server refused them ("too
@@ -489,12 +493,17 @@ impl Side {
         done
     }
 
-    /// Makes the tenant's reads fail while frozen (PostgreSQL; module docs). MySQL: nothing yet.
+    /// Makes the tenant's reads fail while frozen (module docs).
     async fn seal(&self) -> Result<(), DatastoreError> {
         let mut conn = self.connect().await?;
-        let done = match &mut conn.db {
-            Db::Pg(c) => postgres::seal(c, self.tenant.user()).await,
-            Db::My(_) => Ok(()),
+        let (schema, user, wait) = (self.tenant.schema(), self.tenant.user(), self.settings().timeout);
+        let done = match (&self.server, &mut conn.db) {
+            (Server::Postgres(_), Db::Pg(c)) => postgres::seal(c, user).await,
+            (Server::MySql(d), Db::My(c)) => {
+                let nbe = d.no_backslash_escapes(c).await?;
+                mysql::seal(c, schema, user, nbe, wait).await
+            }
+            _ => Ok(()),
         };
         let done = done.map_err(|e| conn.error("seal the tenant's kine table", e));
         conn.close().await;
@@ -505,9 +514,14 @@ impl Side {
     async fn thaw(&self) -> Result<(), DatastoreError> {
         let mut conn = self.connect().await?;
         let wait = self.settings().timeout;
-        let done = match &mut conn.db {
-            Db::Pg(c) => postgres::thaw(c, wait, self.tenant.user()).await,
-            Db::My(c) => mysql::thaw(c, self.tenant.schema(), wait).await,
+        let (schema, user) = (self.tenant.schema(), self.tenant.user());
+        let done = match (&self.server, &mut conn.db) {
+            (Server::Postgres(_), Db::Pg(c)) => postgres::thaw(c, wait, user).await,
+            (Server::MySql(d), Db::My(c)) => {
+                let nbe = d.no_backslash_escapes(c).await?;
+                mysql::thaw(c, schema, user, nbe, wait).await
+            }
+            _ => Ok(()),
         };
         let done = done.map_err(|e| conn.error("thaw the tenant's kine table", e));
         conn.close().await;

@@ -8,7 +8,9 @@ use std::{
 use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
 use super::{KineRow, Latest};
-use crate::mysql::{FREEZE_DATABASE, quote_ident, quote_literal};
+use crate::mysql::{
+    FREEZE_DATABASE, NO_SUCH_THREAD, TENANT_PRIVILEGES, grant_pattern, quote_ident, quote_literal,
+};
 
 /// kine v0.17.5's schema (`pkg/drivers/mysql/mysql.go`), statement for statement.
 pub(super) const SCHEMA: [&str; 6] = [
@@ -384,13 +386,110 @@ async fn wait_for_sleepers(
     }
 }
 
-/// Lifts the freeze: drops the flag (the sleepers go on), then the triggers (their lock waits for the
-/// sleepers' statements to end).
+/// The tenant's account, quoted: `'<user>'@'%'`.
+fn account(user: &str, nbe: bool) -> String {
+    format!("{}@'%'", quote_literal(user, nbe))
+}
+
+/// Whether `'<user>'@'%'` exists, and whether it holds a grant on `schema` (its pattern in `mysql.db`).
+async fn account_and_grant(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+) -> Result<(bool, bool), sqlx::Error> {
+    let (account, grant): (i64, i64) = sqlx::query_as(
+        "select (select count(*) from mysql.user where User = ? and Host = '%'), \
+         (select count(*) from mysql.db where User = ? and Host = '%' and Db = ?)",
+    )
+    .bind(user)
+    .bind(user)
+    .bind(grant_pattern(schema))
+    .fetch_one(conn)
+    .await?;
+    Ok((account > 0, grant > 0))
+}
+
+/// After [`freeze`]: makes every read of the tenant fail, so that kine cannot answer a write that
+/// failed while frozen as a success by reading its key as absent (`LogStructured.Create`). MySQL
+/// checks a database grant when a session connects, so revoking it reaches no open session: the
+/// revoke turns new sessions away, then the tenant's sessions are killed, readers and idle ones
+/// first and the writers asleep in the freeze last, so a killed write finds no session to read with.
+pub(super) async fn seal(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+    nbe: bool,
+    wait: Duration,
+) -> Result<(), sqlx::Error> {
+    if let (true, true) = account_and_grant(conn, schema, user).await? {
+        let pattern = quote_ident(&grant_pattern(schema));
+        let revoke = format!("revoke all privileges on {pattern}.* from {}", account(user, nbe));
+        exec(conn, revoke).await?;
+    }
+    let deadline = Instant::now() + wait;
+    end_sessions(conn, schema, user, false, deadline).await?;
+    end_sessions(conn, schema, user, true, deadline).await
+}
+
+/// Kills the tenant's sessions (its user, or its database as the default) other than this one, those
+/// asleep in the freeze only if `sleepers`, until none of them is left.
+async fn end_sessions(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+    sleepers: bool,
+    deadline: Instant,
+) -> Result<(), sqlx::Error> {
+    loop {
+        let sessions: Vec<(i64, Option<String>)> = sqlx::query_as(
+            "select cast(id as signed), cast(state as char character set utf8mb4) \
+             from information_schema.processlist where id <> connection_id() and (db = ? or user = ?)",
+        )
+        .bind(schema)
+        .bind(user)
+        .fetch_all(&mut *conn)
+        .await?;
+        let targets: Vec<i64> = sessions
+            .into_iter()
+            .filter(|(_, state)| sleepers || state.as_deref() != Some(SLEEPING))
+            .map(|(id, _)| id)
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(sqlx::Error::Protocol(format!(
+                "{} sessions of the tenant were still open after the seal killed them",
+                targets.len()
+            )));
+        }
+        for id in targets {
+            match exec(conn, format!("kill connection {id}")).await {
+                Err(e) if !is_error(&e, NO_SUCH_THREAD) => return Err(e),
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Lifts the freeze: gives the tenant its grant back ([`seal`]), drops the flag (the sleepers go on),
+/// then the triggers (their lock waits for the sleepers' statements to end).
 pub(super) async fn thaw(
     conn: &mut MySqlConnection,
     schema: &str,
+    user: &str,
+    nbe: bool,
     wait: Duration,
 ) -> Result<(), sqlx::Error> {
+    if let (true, false) = account_and_grant(conn, schema, user).await? {
+        let pattern = quote_ident(&grant_pattern(schema));
+        let grant = format!(
+            "grant {TENANT_PRIVILEGES} on {pattern}.* to {}",
+            account(user, nbe)
+        );
+        exec(conn, grant).await?;
+    }
     let flagged: i64 = sqlx::query_scalar(
         "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
     )
