@@ -103,8 +103,10 @@
 //! - PostgreSQL: the tenant loses `select` on `kine` (checked at every statement). New inserts fail
 //!   at once (they read the table), writes already asleep keep sleeping.
 //! - MySQL/MariaDB: a database grant is checked when a session connects, so the tenant's grant is
-//!   revoked (new sessions are refused), then its sessions are killed: readers and idle ones first,
-//!   the writers asleep in the freeze last, so a killed write finds no session its read could use.
+//!   revoked (new sessions are refused), then its sessions are killed. Before the kills, the admin
+//!   asks for `LOCK TABLES kine WRITE`, which (granted, or waiting for the sleepers) holds back every
+//!   new statement on `kine`: a write failing on a killed session finds no session whose read could
+//!   still complete.
 //!
 //! The old apiserver serves what its cache holds until the new one is ready. [`Mover::thaw`] gives
 //! the grant back first.
@@ -501,7 +503,10 @@ impl Side {
             (Server::Postgres(_), Db::Pg(c)) => postgres::seal(c, user).await,
             (Server::MySql(d), Db::My(c)) => {
                 let nbe = d.no_backslash_escapes(c).await?;
-                mysql::seal(c, schema, user, nbe, wait).await
+                let mut locker = d.connect_to(schema).await?;
+                let done = mysql::seal(c, &mut locker, schema, user, nbe, wait).await;
+                let _ = sqlx::Connection::close(locker).await;
+                done
             }
             _ => Ok(()),
         };

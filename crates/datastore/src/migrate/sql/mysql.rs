@@ -264,6 +264,9 @@ const TRIGGERS: [(&str, &str); 3] = [
 /// `information_schema.processlist.state` of a session in `SLEEP()` (sleeping in a freeze trigger).
 const SLEEPING: &str = "User sleep";
 
+/// `information_schema.processlist.state` of a statement waiting for a table's metadata lock.
+const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";
+
 /// How old `information_schema.innodb_trx` may be: InnoDB refills it at most every 100 ms.
 const TRX_CACHE: Duration = Duration::from_millis(150);
 
@@ -411,11 +414,14 @@ async fn account_and_grant(
 
 /// After [`freeze`]: makes every read of the tenant fail, so that kine cannot answer a write that
 /// failed while frozen as a success by reading its key as absent (`LogStructured.Create`). MySQL
-/// checks a database grant when a session connects, so revoking it reaches no open session: the
-/// revoke turns new sessions away, then the tenant's sessions are killed, readers and idle ones
-/// first and the writers asleep in the freeze last, so a killed write finds no session to read with.
+/// checks a database grant when a session connects, so revoking it turns new sessions away but
+/// reaches no open one; those are killed. Killing them one by one would leave a window: a write on a
+/// killed session fails, and kine's read on one not yet killed finds its key absent. So `locker` first
+/// asks for `LOCK TABLES kine WRITE`: granted or waiting (for the writers asleep in the freeze), it
+/// holds every new statement on `kine` back, so no read completes until every session is gone.
 pub(super) async fn seal(
     conn: &mut MySqlConnection,
+    locker: &mut MySqlConnection,
     schema: &str,
     user: &str,
     nbe: bool,
@@ -427,43 +433,75 @@ pub(super) async fn seal(
         exec(conn, revoke).await?;
     }
     let deadline = Instant::now() + wait;
-    end_sessions(conn, schema, user, false, deadline).await?;
-    end_sessions(conn, schema, user, true, deadline).await
+    let locker_id: i64 = sqlx::query_scalar("select cast(connection_id() as signed)")
+        .fetch_one(&mut *locker)
+        .await?;
+    set_lock_wait(locker, wait).await?;
+    {
+        let lock = exec(locker, format!("lock tables {}.kine write", quote_ident(schema)));
+        tokio::pin!(lock);
+        let mut granted = false;
+        while !granted && !waits_for_a_table(conn, locker_id).await? {
+            if Instant::now() > deadline {
+                return Err(sqlx::Error::Protocol(
+                    "the seal's table lock was never asked for".into(),
+                ));
+            }
+            tokio::select! {
+                locked = &mut lock => { locked?; granted = true; }
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+        let ending = end_sessions(conn, schema, user, locker_id, deadline);
+        if granted {
+            ending.await?;
+        } else {
+            tokio::try_join!(lock, ending)?;
+        }
+    }
+    exec(locker, "unlock tables".into()).await
 }
 
-/// Kills the tenant's sessions (its user, or its database as the default) other than this one, those
-/// asleep in the freeze only if `sleepers`, until none of them is left.
+/// Whether session `id` waits for a table's metadata lock.
+async fn waits_for_a_table(conn: &mut MySqlConnection, id: i64) -> Result<bool, sqlx::Error> {
+    let state: Option<Option<String>> = sqlx::query_scalar(
+        "select cast(state as char character set utf8mb4) from information_schema.processlist where id = ?",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(state.flatten().as_deref() == Some(WAITING_FOR_TABLE))
+}
+
+/// Kills the tenant's sessions (its user, or its database as the default) other than this one and
+/// `locker`, until none of them is left.
 async fn end_sessions(
     conn: &mut MySqlConnection,
     schema: &str,
     user: &str,
-    sleepers: bool,
+    locker: i64,
     deadline: Instant,
 ) -> Result<(), sqlx::Error> {
     loop {
-        let sessions: Vec<(i64, Option<String>)> = sqlx::query_as(
-            "select cast(id as signed), cast(state as char character set utf8mb4) \
-             from information_schema.processlist where id <> connection_id() and (db = ? or user = ?)",
+        let sessions: Vec<i64> = sqlx::query_scalar(
+            "select cast(id as signed) from information_schema.processlist \
+             where id <> connection_id() and id <> ? and (db = ? or user = ?)",
         )
+        .bind(locker)
         .bind(schema)
         .bind(user)
         .fetch_all(&mut *conn)
         .await?;
-        let targets: Vec<i64> = sessions
-            .into_iter()
-            .filter(|(_, state)| sleepers || state.as_deref() != Some(SLEEPING))
-            .map(|(id, _)| id)
-            .collect();
-        if targets.is_empty() {
+        if sessions.is_empty() {
             return Ok(());
         }
         if Instant::now() > deadline {
             return Err(sqlx::Error::Protocol(format!(
                 "{} sessions of the tenant were still open after the seal killed them",
-                targets.len()
+                sessions.len()
             )));
         }
-        for id in targets {
+        for id in sessions {
             match exec(conn, format!("kill connection {id}")).await {
                 Err(e) if !is_error(&e, NO_SUCH_THREAD) => return Err(e),
                 _ => {}
