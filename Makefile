@@ -42,7 +42,7 @@ clippy:
 openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
 
-## test-only: every test; the live-migration and browser tests last, two at a time (see scripts/test-all)
+## test-only: every test; schemathesis, the live-migration and the browser tests last (see scripts/test-all)
 test-only:
 	CARGO=$(CARGO) scripts/test-all
 

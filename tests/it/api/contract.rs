@@ -112,12 +112,16 @@ struct Run {
 }
 
 /// Starts `st` for `run` against the app (one process per run: schemathesis generates on one core).
+/// At the lowest CPU priority: `make test` runs it beside the live-migration and browser tests, whose
+/// bounds are about the product, so its generating takes only the CPU they leave.
 fn start(app: &App, run: &Run, config: &str, dir: &Path) -> std::process::Child {
     let st = tenantplane::runtime::assets::binary("st").expect("schemathesis (scripts/test-env installs it)");
     std::fs::create_dir_all(dir).unwrap();
     let config_file = dir.join("schemathesis.toml");
     std::fs::write(&config_file, config).unwrap();
-    Command::new(st)
+    Command::new("nice")
+        .args(["-n", "19"])
+        .arg(st)
         .arg("--no-color")
         .arg("--config-file")
         .arg(&config_file)
