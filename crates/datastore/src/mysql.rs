@@ -55,7 +55,7 @@ pub const FREEZE_DATABASE: &str = "tenantplane_freeze";
 pub(crate) const NO_SUCH_THREAD: u16 = 1094;
 
 /// `information_schema.processlist.state` of a statement waiting for a table's metadata lock.
-const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";
+pub(crate) const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";
 
 const REGISTRY_DDL: [&str; 2] = [
     "create database if not exists `tenantplane`",

@@ -797,19 +797,52 @@ async fn mariadb_kine_acknowledges_a_create_whose_session_ended_while_reads_work
     kine_acknowledges_a_create_whose_session_ended_while_reads_work(Backend::MariaDb).await;
 }
 
+/// Freezes the source, starts a create that sleeps in the freeze, then seals the source (twice: the
+/// seal is idempotent).
+async fn sealed_with_a_create_asleep(
+    backend: Backend,
+    source: &Space,
+    target: &Space,
+    client: &Client,
+) -> (KineMover, JoinHandle<Result<TxnResponse, etcd_client::Error>>) {
+    let mover = mover(backend, source, target);
+    mover.freeze().await.unwrap();
+    let blocked = spawn_create(client, BLOCKED);
+    tokio::time::sleep(BLOCKED_FOR).await;
+    assert!(!blocked.is_finished());
+    mover.seal().await.unwrap();
+    mover.seal().await.unwrap();
+    (mover, blocked)
+}
+
+/// Thaws the sealed source, then checks that the blocked create left no row and that kine reads and
+/// writes again (with the revision it answered); removes both spaces.
+async fn thawed_source_serves_again(
+    backend: Backend,
+    mover: &KineMover,
+    kv: &mut KvClient,
+    source: Space,
+    target: Space,
+) {
+    mover.thaw().await.unwrap();
+    let names = backend.names(&source).await;
+    assert!(!names.iter().any(|n| n.starts_with(BLOCKED)), "{names:?}");
+    let read = kv.get(key(3), None).await.unwrap();
+    assert_eq!(read.kvs()[0].value(), b"value 3");
+    let put = kv.put(key(4), "after the thaw", None).await.unwrap();
+    let read = kv.get(key(4), None).await.unwrap();
+    assert_eq!(read.kvs()[0].mod_revision(), put.header().unwrap().revision());
+    backend.deprovision(&source).await;
+    backend.deprovision(&target).await;
+}
+
 /// The fix for the hazard above: once sealed, a PostgreSQL source fails the tenant's reads too, so a
 /// write that ends while frozen is answered with an error, never acknowledged; a thaw undoes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_sealed_source_never_acknowledges_a_create_whose_session_ended() {
     let backend = Backend::Postgres;
     let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-sealed").await;
-    let mover = mover(backend, &source, &target);
-    mover.freeze().await.unwrap();
-    let blocked = spawn_create(&client, BLOCKED);
-    tokio::time::sleep(BLOCKED_FOR).await;
-    assert!(!blocked.is_finished());
-    mover.seal().await.unwrap();
-    mover.seal().await.unwrap();
+    let (mover, blocked) = sealed_with_a_create_asleep(backend, &source, &target, &client).await;
     // Reads and new writes fail at once; the sleeping write keeps sleeping.
     let mut kv = client.kv_client();
     assert!(kv.get(key(3), None).await.is_err());
@@ -825,33 +858,18 @@ async fn postgres_sealed_source_never_acknowledges_a_create_whose_session_ended(
     assert!(answer.is_err(), "{answer:?}");
 
     // The helpers read as the tenant: only after the thaw.
-    mover.thaw().await.unwrap();
-    let names = backend.names(&source).await;
-    assert!(!names.iter().any(|n| n.starts_with(BLOCKED)), "{names:?}");
-    let read = kv.get(key(3), None).await.unwrap();
-    assert_eq!(read.kvs()[0].value(), b"value 3");
-    let put = kv.put(key(4), "after the thaw", None).await.unwrap();
-    let read = kv.get(key(4), None).await.unwrap();
-    assert_eq!(read.kvs()[0].mod_revision(), put.header().unwrap().revision());
-    backend.deprovision(&source).await;
-    backend.deprovision(&target).await;
+    thawed_source_serves_again(backend, &mover, &mut kv, source, target).await;
 }
 
 /// The fix on MariaDB, where a database grant is checked only when a session connects: the seal
-/// revokes it and kills the tenant's sessions, the writers asleep in the freeze last. The blocked
+/// revokes it and kills the tenant's sessions behind a table lock that holds new reads back. The blocked
 /// create is answered with an error, reads and new writes fail, the tenant cannot log in, and a thaw
 /// gives everything back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_sealed_source_ends_the_blocked_create_with_an_error_and_turns_the_tenant_away() {
     let backend = Backend::MariaDb;
     let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-sealed-my").await;
-    let mover = mover(backend, &source, &target);
-    mover.freeze().await.unwrap();
-    let blocked = spawn_create(&client, BLOCKED);
-    tokio::time::sleep(BLOCKED_FOR).await;
-    assert!(!blocked.is_finished());
-    mover.seal().await.unwrap();
-    mover.seal().await.unwrap();
+    let (mover, blocked) = sealed_with_a_create_asleep(backend, &source, &target, &client).await;
     let answer = tokio::time::timeout(Duration::from_secs(30), blocked)
         .await
         .expect("the seal ends the write asleep in the freeze")
@@ -866,16 +884,7 @@ async fn mariadb_sealed_source_ends_the_blocked_create_with_an_error_and_turns_t
     let refused = login.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(refused.contains("Access denied"), "{refused}");
 
-    mover.thaw().await.unwrap();
-    let names = backend.names(&source).await;
-    assert!(!names.iter().any(|n| n.starts_with(BLOCKED)), "{names:?}");
-    let read = kv.get(key(3), None).await.unwrap();
-    assert_eq!(read.kvs()[0].value(), b"value 3");
-    let put = kv.put(key(4), "after the thaw", None).await.unwrap();
-    let read = kv.get(key(4), None).await.unwrap();
-    assert_eq!(read.kvs()[0].mod_revision(), put.header().unwrap().revision());
-    backend.deprovision(&source).await;
-    backend.deprovision(&target).await;
+    thawed_source_serves_again(backend, &mover, &mut kv, source, target).await;
 }
 
 /// Clears the flag only, as a thaw interrupted before it removed the triggers leaves the source.

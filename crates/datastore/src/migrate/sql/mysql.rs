@@ -9,7 +9,8 @@ use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
 use super::{KineRow, Latest};
 use crate::mysql::{
-    FREEZE_DATABASE, NO_SUCH_THREAD, TENANT_PRIVILEGES, grant_pattern, quote_ident, quote_literal,
+    FREEZE_DATABASE, NO_SUCH_THREAD, TENANT_PRIVILEGES, WAITING_FOR_TABLE, grant_pattern, quote_ident,
+    quote_literal,
 };
 
 /// kine v0.17.5's schema (`pkg/drivers/mysql/mysql.go`), statement for statement.
@@ -263,9 +264,6 @@ const TRIGGERS: [(&str, &str); 3] = [
 
 /// `information_schema.processlist.state` of a session in `SLEEP()` (sleeping in a freeze trigger).
 const SLEEPING: &str = "User sleep";
-
-/// `information_schema.processlist.state` of a statement waiting for a table's metadata lock.
-const WAITING_FOR_TABLE: &str = "Waiting for table metadata lock";
 
 /// How old `information_schema.innodb_trx` may be: InnoDB refills it at most every 100 ms.
 const TRX_CACHE: Duration = Duration::from_millis(150);
