@@ -504,7 +504,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Starts moving a control plane, live, to another etcd DataStore (platform admin; kine DataStores do not move live yet): 202
+         * Starts moving a control plane, live, to another DataStore of its driver (platform admin; etcd, or kine on PostgreSQL or MySQL): 202
          *     with the `migrate` operation, whose stages are the migration's (`copying`, `catchingUp`, `frozen`,
          *     `switching`, `verifying`, `done`). The target's capacity is reserved now; the source's is released when
          *     the operation succeeds, the target's when it fails.
@@ -1371,7 +1371,10 @@ export interface components {
         };
         /** @description Body of `POST /tenants/{tenant}/control-planes/{id}/migrate`. */
         MigrateControlPlane: {
-            /** @description What happens to the override DataStores' data: `drop` (default; `move` is refused for now). */
+            /**
+             * @description What happens to the override DataStores' data when they are re-placed (a target with another etcd
+             *     CA): `drop` (default) or `move`.
+             */
             overrides?: components["schemas"]["OverridesPolicy"];
             /** @description The DataStore to move to: same driver as the current one, ready, uncordoned, with capacity. */
             target: string;
@@ -2705,7 +2708,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid input (`concurrency` out of 1–10, `overrides: move`), or a DataStore whose tenants cannot move live (kine, NATS; the problem names `name`) */
+            /** @description Invalid input (`concurrency` out of 1–10, `overrides: move`: a drain drops override data), or a DataStore whose tenants cannot move live (kine, NATS; the problem names `name`) */
             422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */
@@ -6536,7 +6539,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Invalid input (no such DataStore, the current one, another driver, NATS, or kine: only etcd moves live); the problem names the field */
+            /** @description Invalid input (no such DataStore, the current one, another driver, NATS, or `overrides: move` when the re-placed override spaces would split or merge); the problem names the field */
             422: {
                 headers: {
                     /** @description The request's id: the caller's `x-request-id`, or one generated for it */

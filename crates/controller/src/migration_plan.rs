@@ -177,6 +177,7 @@ pub fn start(tcp: &TenantControlPlane, source: &str, target: &str, now: Timestam
         source_user: setup.and_then(|s| s.user.clone()),
         message: None,
         retries: 0,
+        carried_overrides: Vec::new(),
     }
 }
 

@@ -88,7 +88,8 @@ include-name = "POST /pools/{{name}}/rebalance"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
 
 # A migration's target must name a ready DataStore of the control plane's driver, other than its own,
-# with room (422 or 409 naming `target` otherwise), and `overrides: move` is refused (422) for now.
+# with room (422 or 409 naming `target` otherwise); `overrides: move` is refused (422) when the override
+# spaces would split or merge.
 [[operations]]
 include-name = "POST /tenants/{{tenant}}/control-planes/{{id}}/migrate"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]

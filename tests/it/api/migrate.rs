@@ -81,11 +81,6 @@ async fn migrate_refuses_what_cannot_move_and_records_one_migrate_operation() {
             "target",
             "etcd ↔ SQL migration is not supported",
         ),
-        (
-            json!({"target": b, "overrides": "move"}),
-            "overrides",
-            "not supported yet",
-        ),
         (json!({"target": "Not A Name"}), "target", ""),
     ];
     for (body, field, message) in cases {
@@ -101,9 +96,23 @@ async fn migrate_refuses_what_cannot_move_and_records_one_migrate_operation() {
         assert_eq!(r.headers["content-type"], "application/problem+json", "{body}");
     }
 
-    let r = post(&app, &path, &app.admin, json!({"target": b})).await;
+    // `move` is accepted: this control plane has no overrides, so nothing is carried.
+    let r = post(&app, &path, &app.admin, json!({"target": b, "overrides": "move"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     assert_eq!(r.body["operation"]["kind"], "migrate", "{}", r.text);
+    let policy: String =
+        sqlx::query_scalar("select overrides_policy from migrations where operation_id = $1")
+            .bind(
+                r.body["operation"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<uuid::Uuid>()
+                    .unwrap(),
+            )
+            .fetch_one(&app.ctx.db)
+            .await
+            .unwrap();
+    assert_eq!(policy, "move");
     let again = post(&app, &path, &app.admin, json!({"target": b})).await;
     let (status, field, message) = refusal(&again);
     assert_eq!(
@@ -202,8 +211,22 @@ async fn migrate_moves_kine_between_datastores_of_one_driver_only() {
     );
     assert_eq!(migrations().await, 0, "a refused migration records no operation");
 
-    let r = post(&app, &path, &app.admin, json!({"target": b})).await;
+    // `move` is accepted: this control plane has no overrides, so nothing is carried.
+    let r = post(&app, &path, &app.admin, json!({"target": b, "overrides": "move"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     assert_eq!(r.body["operation"]["kind"], "migrate", "{}", r.text);
+    let policy: String =
+        sqlx::query_scalar("select overrides_policy from migrations where operation_id = $1")
+            .bind(
+                r.body["operation"]["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<uuid::Uuid>()
+                    .unwrap(),
+            )
+            .fetch_one(&app.ctx.db)
+            .await
+            .unwrap();
+    assert_eq!(policy, "move");
     assert_eq!(migrations().await, 1);
 }

@@ -4,6 +4,7 @@
 //! runner: the tenants' namespaces; DataStores: a label), so tests run in parallel without seeing each
 //! other. Tokens are minted through the API, as a tenant would.
 
+mod carry;
 mod cli;
 mod drain;
 mod etcd;

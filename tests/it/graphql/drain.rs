@@ -71,18 +71,13 @@ async fn migrate_abort_drain_and_rebalance_answer_as_rest_does() {
         refused["migrateControlPlane"],
         json!({"operation": null, "userErrors": [{"field": "target", "message": "there is no DataStore named no-such", "code": "INVALID"}]})
     );
-    let refused = data(
+    let started = data(
         &app,
         &app.admin,
         MIGRATE,
         json!({"id": gid, "target": b, "overrides": "MOVE"}),
     )
     .await;
-    assert_eq!(
-        refused["migrateControlPlane"]["userErrors"][0]["field"],
-        "overrides"
-    );
-    let started = data(&app, &app.admin, MIGRATE, json!({"id": gid, "target": b})).await;
     let op = &started["migrateControlPlane"]["operation"];
     assert_eq!(
         (&op["kind"], &op["state"], &op["stage"]),

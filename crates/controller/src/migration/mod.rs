@@ -9,6 +9,7 @@
 //! target's datastore Secrets and the Deployment rolls, old pods serving reads until new ones are
 //! ready.
 
+mod carry;
 pub mod movers;
 pub use crate::migration_plan as plan;
 pub mod stages;

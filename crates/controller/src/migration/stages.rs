@@ -13,6 +13,7 @@ use k8s_openapi::{
 use kube::{Api, ResourceExt as _};
 
 use super::{
+    carry,
     movers::{self, AnyMover},
     plan, write,
 };
@@ -39,7 +40,9 @@ const MAX_CATCH_UP_STEPS: u32 = 120;
 
 /// Records a new migration from `source` to `target` (stage `Copying`).
 pub async fn start(ctx: &Context, tcp: &TenantControlPlane, source: &str, target: &str) -> Result<(), Error> {
-    let m = plan::start(tcp, source, target, Timestamp::now());
+    let mut m = plan::start(tcp, source, target, Timestamp::now());
+    // A refused carry is recorded as none; `Copying` then fails the migration with the reason.
+    m.carried_overrides = carry::recorded_carries(carry::planned(tcp, &m).unwrap_or_default());
     write::status(ctx, tcp, &m).await?;
     announce(ctx, tcp, &m).await;
     Ok(())
@@ -95,6 +98,7 @@ pub async fn unwind(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus
         movers::mover(&source, &target, &source_space, &target_space)?
             .thaw()
             .await?;
+        carry::uncarry(ctx, tcp, m).await?;
     }
     target.deprovision(&target_space).await?;
     ctx.owners.forget(&m.target, &target_space);
@@ -107,6 +111,7 @@ async fn copying(
     tcp: &TenantControlPlane,
     m: &MigrationStatus,
 ) -> Result<Option<MigrationStatus>, Error> {
+    carry::planned(tcp, m)?;
     let (source, target) = drivers(ctx, m).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
     let mover = movers::mover(&source, &target, &source_space, &target_space)?;
@@ -189,6 +194,7 @@ async fn frozen(
             ),
         });
     }
+    carry::carry(ctx, tcp, m).await?;
     let mut next = with_checkpoint(
         plan::advance(m, MigrationStage::Switching, Timestamp::now()),
         &checkpoint,

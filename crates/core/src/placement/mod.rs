@@ -10,6 +10,7 @@
 //! [`choose`] is the same decision without the report, for hot loops. [`drain_plan`] plans how to empty a
 //! cordoned DataStore.
 
+mod carry;
 mod decision;
 mod drain;
 mod engine;
@@ -23,6 +24,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+pub use carry::{CarriedOverride, carried_overrides};
 pub use decision::{CandidateReport, Choice, Decision, Offload, Outcome, OverrideDecision};
 pub use drain::{Assignment, Move, Usage, drain_plan};
 pub use engine::{choose, place};

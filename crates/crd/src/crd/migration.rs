@@ -131,4 +131,18 @@ pub struct MigrationStatus {
     /// Failed attempts of the current stage in a row.
     #[serde(default)]
     pub retries: i32,
+    /// With `overrides: move`, the override spaces carried to new DataStores, recorded when the
+    /// migration starts so that an abort removes exactly these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried_overrides: Vec<CarriedOverrideStatus>,
+}
+
+/// One override space carried whole from one etcd DataStore to another.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CarriedOverrideStatus {
+    /// The DataStore the space is on before the switch.
+    pub from: String,
+    /// The DataStore it moves to.
+    pub to: String,
 }

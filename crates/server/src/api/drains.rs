@@ -39,7 +39,7 @@ fn accepted(op: ParentOperation) -> Result<Response, ApiError> {
               (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
               (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
               (status = 409, description = "A drain of this DataStore is open (the problem names `name`), or it holds tenants but is in no pool the engine can plan in", body = Problem),
-              (status = 422, description = "Invalid input (`concurrency` out of 1–10, `overrides: move`), or a DataStore whose tenants cannot move live (kine, NATS; the problem names `name`)", body = Problem)))]
+              (status = 422, description = "Invalid input (`concurrency` out of 1–10, `overrides: move`: a drain drops override data), or a DataStore whose tenants cannot move live (kine, NATS; the problem names `name`)", body = Problem)))]
 pub async fn drain_datastore(
     State(state): State<AppState>,
     auth: Auth,

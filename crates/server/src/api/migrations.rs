@@ -14,7 +14,7 @@ use super::{
 };
 use crate::service::{self, migrations::MigrateControlPlane, model::Accepted};
 
-/// Starts moving a control plane, live, to another etcd DataStore (platform admin; kine DataStores do not move live yet): 202
+/// Starts moving a control plane, live, to another DataStore of its driver (platform admin; etcd, or kine on PostgreSQL or MySQL): 202
 /// with the `migrate` operation, whose stages are the migration's (`copying`, `catchingUp`, `frozen`,
 /// `switching`, `verifying`, `done`). The target's capacity is reserved now; the source's is released when
 /// the operation succeeds, the target's when it fails.
@@ -25,7 +25,7 @@ use crate::service::{self, migrations::MigrateControlPlane, model::Accepted};
     responses((status = 202, description = "Accepted: the operation carries the migration", body = Accepted), (status = 401, description = "Missing, invalid, expired or revoked token", body = Problem),
               (status = 403, description = "The caller's role is too low", body = Problem), (status = 404, description = "Not found, or not visible to the caller", body = Problem),
               (status = 409, description = "Conflicts with the current state (an open operation; the target not ready, cordoned or full)", body = Problem),
-              (status = 422, description = "Invalid input (no such DataStore, the current one, another driver, NATS, or kine: only etcd moves live); the problem names the field", body = Problem)))]
+              (status = 422, description = "Invalid input (no such DataStore, the current one, another driver, NATS, or `overrides: move` when the re-placed override spaces would split or merge); the problem names the field", body = Problem)))]
 pub async fn migrate_control_plane(
     State(state): State<AppState>,
     auth: Auth,

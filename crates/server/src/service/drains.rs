@@ -321,7 +321,7 @@ pub async fn drain(
     if input.overrides == OverridesPolicy::Move {
         return Err(ServiceError::Invalid(vec![FieldError::new(
             "overrides",
-            "moving the override DataStores' data is not supported yet: use `drop` (they start empty on their new DataStores)",
+            "a drain re-places override data with `drop` (each control plane's overrides start empty on their new DataStores); to keep it, migrate the control plane alone with `overrides: move`",
         )]));
     }
     let mut tx = ctx.db.begin().await?;

@@ -28,7 +28,8 @@ pub enum OverridesPolicy {
     /// The new override spaces start empty (default).
     #[default]
     Drop,
-    /// The override data is copied too (refused with 422 until the controller can move it).
+    /// Each override space is copied to its new DataStore during the freeze (422 naming `overrides`
+    /// when the re-placement would split or merge spaces).
     Move,
 }
 
@@ -48,7 +49,8 @@ impl OverridesPolicy {
 pub struct MigrateControlPlane {
     /// The DataStore to move to: same driver as the current one, ready, uncordoned, with capacity.
     pub target: String,
-    /// What happens to the override DataStores' data: `drop` (default; `move` is refused for now).
+    /// What happens to the override DataStores' data when they are re-placed (a target with another etcd
+    /// CA): `drop` (default) or `move`.
     #[serde(default)]
     pub overrides: OverridesPolicy,
 }
@@ -98,15 +100,9 @@ async fn accepted(
     })
 }
 
-/// The checks of a migration request that need no state: a DataStore name, and no `move`.
+/// The checks of a migration request that need no state: a DataStore name.
 pub fn check(input: &MigrateControlPlane) -> Result<()> {
     Name::parse("target", &input.target)?;
-    if input.overrides == OverridesPolicy::Move {
-        return Err(ServiceError::Invalid(vec![FieldError::new(
-            "overrides",
-            "moving the override DataStores' data is not supported yet: use `drop` (they start empty on their new DataStores)",
-        )]));
-    }
     Ok(())
 }
 
@@ -342,6 +338,10 @@ async fn plan(
         &overrides,
     )
     .map_err(|e| ServiceError::ConflictFields(vec![field(e.to_string())]))?;
+    if input.overrides == OverridesPolicy::Move {
+        placement::carried_overrides(&overrides, &new_overrides, &source_name, &input.target)
+            .map_err(|message| ServiceError::Invalid(vec![FieldError::new("overrides", message)]))?;
+    }
     let id_of = |name: &str| find(name).map(|r| r.id);
     let new_ids: Vec<(String, Uuid)> = new_overrides
         .iter()

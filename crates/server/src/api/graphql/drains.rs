@@ -188,7 +188,7 @@ pub struct MigrateControlPlaneInput {
     pub id: ID,
     /// The DataStore to move to: same driver, ready, uncordoned, with room.
     pub target: String,
-    /// What happens to the override DataStores' data (default `DROP`; `MOVE` is refused for now).
+    /// What happens to the override DataStores' data when they are re-placed: `DROP` (default) or `MOVE`.
     pub overrides: Option<OverridesPolicy>,
 }
 
@@ -206,7 +206,7 @@ pub struct DrainDataStoreInput {
     pub name: String,
     /// Children running at once, 1–10 (default 2).
     pub concurrency: Option<i64>,
-    /// What happens to override data (default `DROP`, the only one supported).
+    /// What happens to override data: `DROP` only (default); migrate one control plane with `MOVE` to keep it.
     pub overrides: Option<OverridesPolicy>,
 }
 

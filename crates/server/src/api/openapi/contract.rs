@@ -95,7 +95,7 @@ fn migration_properties() -> Vec<(&'static str, &'static str, Value)> {
     vec![
         ("UpdateControlPlane", "datastore", label(63)),
         ("DrainDataStore", "concurrency", concurrency.clone()),
-        // `move` is refused until the controller copies override data: only `drop` is accepted.
+        // A drain drops override data (`move` is for one control plane's migration): only `drop` is accepted.
         ("DrainDataStore", "overrides", json!({"enum": ["drop"]})),
         ("RebalancePool", "concurrency", concurrency),
     ]
