@@ -85,6 +85,9 @@ use crate::{
     k8s::crd,
 };
 
+/// How long a catch-up waits for a watch message before asking for progress again.
+const PROGRESS_RETRY: Duration = Duration::from_millis(100);
+
 /// The key whose empty puts raise a target's revision: outside every tenant's range (no leading `/`).
 pub const REVISION_FLOOR_KEY: &str = "tenantplane.io/revision-floor";
 
@@ -658,8 +661,14 @@ impl EtcdMover {
         let mut applied = 0;
         while applied < self.options.catch_up_events {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(message) = tokio::time::timeout(left, watch.message()).await else {
+            if left.is_zero() {
                 break;
+            }
+            // etcd drops a progress request while the watch still replays history (it answers only
+            // when every watcher of the stream is synced), so an unanswered request is repeated.
+            let Ok(message) = tokio::time::timeout(left.min(PROGRESS_RETRY), watch.message()).await else {
+                watch.request_progress().await.map_err(progress)?;
+                continue;
             };
             let response = message
                 .map_err(|e| self.source.map("watch the tenant's keys", e))?

@@ -702,10 +702,18 @@ impl Runtime {
         for note in self.tick_pods().await {
             self.event(deployment, EventType::Warning, "BackOff", &note).await;
         }
-        // Rolling update: once every replica of the new template is ready, the old ones stop.
+        // Rolling update: once every replica of the new template is ready, the old ones stop. As a
+        // terminating pod leaves its EndpointSlice at once, they leave the Service in this pass and
+        // stop off the runtime's threads (a graceful stop waits up to 2 s per container).
         let new_ready = self.pods.iter().filter(|p| p.hash == hash && p.ready()).count();
         if new_ready >= desired {
-            self.pods.retain(|p| p.hash == hash);
+            let (current, old): (Vec<Pod>, Vec<Pod>) = std::mem::take(&mut self.pods)
+                .into_iter()
+                .partition(|p| p.hash == hash);
+            self.pods = current;
+            if !old.is_empty() {
+                tokio::task::spawn_blocking(move || drop(old));
+            }
         }
         self.sync_volumes().await;
 
