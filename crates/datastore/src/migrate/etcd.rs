@@ -14,7 +14,9 @@
 //! **Catch-up.** A watch on the source prefix from [`Checkpoint::applied_through`]` + 1` applies puts
 //! and deletes in order. `applied_through` advances to the last applied event's revision, and to the
 //! revision of each progress notification (requested with `WatchProgressRequest`; etcd sends it only
-//! once every earlier event is delivered), so it advances without tenant events too. The lag is in
+//! once every earlier event is delivered, and drops a request while the watch still replays history,
+//! so an unanswered one is repeated every 100 ms), so it advances without tenant events too; without
+//! the repeat, the final catch-up of every freeze waited out its whole 2 s step. The lag is in
 //! source revisions: the source's current revision minus `applied_through` (an upper bound of the
 //! tenant's pending changes, since other tenants' writes count too; 0 right after a progress
 //! notification). A compacted start revision resets the checkpoint to a fresh copy, which the next
