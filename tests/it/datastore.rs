@@ -136,6 +136,27 @@ fn auth_revision(etcd: &LocalEtcd) -> u64 {
         .unwrap_or_else(|| panic!("no AuthRevision in {status:?}"))
 }
 
+/// What a migration may freeze, read or thaw: only a space whose names carry the caller's marker.
+#[tokio::test]
+async fn etcd_check_owned_accepts_the_owners_space_only() {
+    let (_etcd, driver, _ca) = etcd_with_driver("ds-etcd-owned").await;
+    let (schema, user) = (name("cp"), name("u"));
+    let ours = TenantSpace::new(&schema, &user, owner()).unwrap();
+    driver.provision(&ours).await.unwrap();
+    driver.check_owned(&ours).await.unwrap();
+
+    let someone_else = TenantSpace::new(&schema, &user, owner()).unwrap();
+    let err = driver.check_owned(&someone_else).await.unwrap_err();
+    assert!(
+        matches!(&err, DatastoreError::NameTaken { field: "schema", name, .. } if *name == schema),
+        "{err}"
+    );
+    let never_provisioned = TenantSpace::new(name("cp"), name("u"), ours.owner().clone()).unwrap();
+    let err = driver.check_owned(&never_provisioned).await.unwrap_err();
+    assert!(matches!(err, DatastoreError::ForeignObject { .. }), "{err}");
+    assert!(!err.is_transient(), "{err}");
+}
+
 #[tokio::test]
 async fn etcd_provision_makes_a_certificate_user_with_exactly_its_prefix_and_deprovision_removes_it() {
     let (etcd, driver, ca) = etcd_with_driver("ds-etcd").await;

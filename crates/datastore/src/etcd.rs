@@ -406,6 +406,20 @@ impl EtcdDriver {
         Ok(())
     }
 
+    /// Refuses `tenant` unless both of its names carry this owner's marker: a space a migration reads,
+    /// freezes or thaws must be the owner's own, whatever status names it.
+    pub async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        Self::check_names(tenant)?;
+        let mut client = self.connect().await?;
+        for (field, name) in [("schema", tenant.schema()), ("user", tenant.user())] {
+            self.read_claim(&mut client, field, name, tenant.owner())
+                .await?
+                .unwrap_or(Claim::Unmarked)
+                .accept(KIND, &self.endpoint_label, (field, field), name)?;
+        }
+        Ok(())
+    }
+
     /// Whether the tenant already holds its names from before ownership markers: etcd accepts the
     /// client certificate it kept (CN = its user) for a read of its prefix.
     async fn possessed(&self, tenant: &TenantSpace) -> Result<bool, DatastoreError> {

@@ -24,6 +24,16 @@ async fn datastore(app: &App, name: &str, pool: &str, driver: &str) {
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
 }
 
+/// The override policy recorded for the migration that reply `r` started.
+async fn overrides_policy(app: &App, r: &Reply) -> String {
+    let operation: uuid::Uuid = r.body["operation"]["id"].as_str().unwrap().parse().unwrap();
+    sqlx::query_scalar("select overrides_policy from migrations where operation_id = $1")
+        .bind(operation)
+        .fetch_one(&app.ctx.db)
+        .await
+        .unwrap()
+}
+
 /// The problem's first field error, as (status, field, message).
 fn refusal(r: &Reply) -> (StatusCode, String, String) {
     let error = &r.body["errors"][0];
@@ -100,19 +110,7 @@ async fn migrate_refuses_what_cannot_move_and_records_one_migrate_operation() {
     let r = post(&app, &path, &app.admin, json!({"target": b, "overrides": "move"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     assert_eq!(r.body["operation"]["kind"], "migrate", "{}", r.text);
-    let policy: String =
-        sqlx::query_scalar("select overrides_policy from migrations where operation_id = $1")
-            .bind(
-                r.body["operation"]["id"]
-                    .as_str()
-                    .unwrap()
-                    .parse::<uuid::Uuid>()
-                    .unwrap(),
-            )
-            .fetch_one(&app.ctx.db)
-            .await
-            .unwrap();
-    assert_eq!(policy, "move");
+    assert_eq!(overrides_policy(&app, &r).await, "move");
     let again = post(&app, &path, &app.admin, json!({"target": b})).await;
     let (status, field, message) = refusal(&again);
     assert_eq!(
@@ -211,22 +209,8 @@ async fn migrate_moves_kine_between_datastores_of_one_driver_only() {
     );
     assert_eq!(migrations().await, 0, "a refused migration records no operation");
 
-    // `move` is accepted: this control plane has no overrides, so nothing is carried.
-    let r = post(&app, &path, &app.admin, json!({"target": b, "overrides": "move"})).await;
+    let r = post(&app, &path, &app.admin, json!({"target": b})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     assert_eq!(r.body["operation"]["kind"], "migrate", "{}", r.text);
-    let policy: String =
-        sqlx::query_scalar("select overrides_policy from migrations where operation_id = $1")
-            .bind(
-                r.body["operation"]["id"]
-                    .as_str()
-                    .unwrap()
-                    .parse::<uuid::Uuid>()
-                    .unwrap(),
-            )
-            .fetch_one(&app.ctx.db)
-            .await
-            .unwrap();
-    assert_eq!(policy, "move");
     assert_eq!(migrations().await, 1);
 }

@@ -99,7 +99,12 @@ pub async fn carry(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus)
 /// new ones removed (only what is marked with this TenantControlPlane's UID).
 pub async fn uncarry(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<(), Error> {
     for c in &m.carried_overrides {
-        let (mover, target, target_space) = mover_for(ctx, tcp, c).await?;
+        let (mover, target, target_space) = match mover_for(ctx, tcp, c).await {
+            Ok(found) => found,
+            // Not the owner's (or gone): `carry` checks first, so it never froze or copied it.
+            Err(err) if !err.is_transient() => continue,
+            Err(err) => return Err(err),
+        };
         mover.thaw().await?;
         target.deprovision(&target_space).await?;
         ctx.owners.forget(&c.to, &target_space);
@@ -134,6 +139,15 @@ async fn mover_for(
         });
     };
     let (_, source) = fetch::driver(ctx, &source).await?;
+    // Status names the space, and status has more writers than the datastore: only the owner's own
+    // space is frozen, read or thawed.
+    let AnyDriver::Etcd(etcd) = source.as_ref() else {
+        return Err(Error::Invalid {
+            reason: "OverridesCannotMove",
+            message: format!("the override DataStore {} is not an etcd", c.from),
+        });
+    };
+    etcd.check_owned(&source_space).await?;
     let (_, target) = crate::tenant_control_plane::fetch::ready_datastore(ctx, &c.to).await?;
     let mover = movers::mover(&source, &target, &source_space, &target_space)?;
     Ok((mover, target, target_space))

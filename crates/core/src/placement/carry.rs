@@ -82,8 +82,8 @@ pub fn carried_overrides(
 /// a dropped resource, so it holds no space back).
 fn moves(old: &OverrideDecision, next: &[OverrideDecision]) -> bool {
     next.iter()
-        .any(|n| n.resource == old.resource && n.data_store != old.data_store)
-        || !next.iter().any(|n| n.resource == old.resource)
+        .find(|n| n.resource == old.resource)
+        .is_none_or(|n| n.data_store != old.data_store)
 }
 
 #[cfg(test)]

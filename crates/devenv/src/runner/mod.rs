@@ -5,9 +5,9 @@
 //! the Secret, ConfigMap and emptyDir volumes become directories, container paths are rewritten onto
 //! them, `$(VAR)` is expanded, images map to the cached binaries of the same name and version
 //! ([`pod`]), and the replica gets its own loopback address ([`net`]). It runs the probes, restarts
-//! exited containers with backoff, rolls to a new template (surge; once the new pods are ready the old ones leave the Service and
-//! stop, as terminating pods leave their EndpointSlice) and patches
-//! the Deployment status as the deployment controller would. The tenant's published address
+//! exited containers with backoff, rolls to a new template (surge; once the new pods are ready the
+//! old ones leave the Service and stop, as terminating pods leave their EndpointSlice) and patches the
+//! Deployment status as the deployment controller would. The tenant's published address
 //! (`networkProfile.address` of the owning TenantControlPlane) is served by a TCP proxy to the ready
 //! replicas. While a pod runs, its Secret and ConfigMap volume files follow their objects ([`volumes`]:
 //! changed files are rewritten atomically, no process restarts). Every process dies with the runner
