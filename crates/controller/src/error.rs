@@ -37,7 +37,7 @@ pub enum Error {
     },
     /// A NATS DataStore already serves another TenantControlPlane. Permanent.
     #[error(
-        "NATS DataStore {data_store} already serves TenantControlPlane {holder}; a NATS DataStore serves one TenantControlPlane, so no bucket was created"
+        "NATS DataStore {data_store} already serves another TenantControlPlane; a NATS DataStore serves one TenantControlPlane, so no bucket was created"
     )]
     NotExclusive {
         /// The DataStore.

@@ -89,7 +89,7 @@ mod tests {
         assert_eq!(err.reason(), "DataStoreNameTaken");
         assert!(
             err.to_string()
-                .contains("schema \"s1\" belongs to TenantControlPlane ns/victim"),
+                .contains("schema \"s1\" belongs to another TenantControlPlane"),
             "{err}"
         );
         let err = owners

@@ -408,13 +408,12 @@ impl EtcdDriver {
 
     /// Refuses `tenant` unless both of its names carry this owner's marker: a space a migration reads,
     /// freezes or thaws must be the owner's own, whatever status names it.
-    pub async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
-        Self::check_names(tenant)?;
+    async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         let mut client = self.connect().await?;
         for (field, name) in [("schema", tenant.schema()), ("user", tenant.user())] {
             self.read_claim(&mut client, field, name, tenant.owner())
                 .await?
-                .unwrap_or(Claim::Unmarked)
+                .ok_or_else(|| crate::missing(KIND, &self.endpoint_label, field, name))?
                 .accept(KIND, &self.endpoint_label, (field, field), name)?;
         }
         Ok(())
@@ -677,6 +676,18 @@ impl Driver for EtcdDriver {
             "provision",
             self.settings.timeout * 4,
             retrying_stale_auth(|| self.provision_inner(tenant)),
+        )
+        .await
+    }
+
+    async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        Self::check_names(tenant)?;
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "check ownership",
+            self.settings.timeout * 2,
+            self.check_owned_inner(tenant),
         )
         .await
     }

@@ -62,6 +62,10 @@ pub trait Driver: Send + Sync {
         &self,
         tenant: &TenantSpace,
     ) -> impl Future<Output = Result<Deprovisioned, DatastoreError>> + Send;
+
+    /// Refuses `tenant` unless its names exist here and carry its owner's marker: a space named by
+    /// anything but this datastore (a status field, a journal) is acted on only after this check.
+    fn check_owned(&self, tenant: &TenantSpace) -> impl Future<Output = Result<(), DatastoreError>> + Send;
 }
 
 /// The TenantControlPlane that owns a tenant's names on a datastore: its UID decides, its
@@ -177,10 +181,20 @@ impl Claim {
     }
 }
 
+/// The refusal of a name that [`Driver::check_owned`] expected and found missing.
+pub(crate) fn missing(driver: crd::Driver, endpoint: &str, kind: &str, name: &str) -> DatastoreError {
+    DatastoreError::ForeignObject {
+        driver,
+        endpoint: endpoint.to_string(),
+        message: format!("{kind} {name:?} does not exist, so it is not this TenantControlPlane's"),
+    }
+}
+
 /// What deprovisioning left alone because it is not marked with the caller's UID.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Deprovisioned {
-    /// One sentence per name left alone, e.g. `user "u" belongs to TenantControlPlane ns/name`.
+    /// One sentence per name left alone, e.g. `user "u" belongs to another TenantControlPlane` (never
+    /// naming it: the sentences reach the caller's Events).
     pub left_alone: Vec<String>,
 }
 
@@ -189,10 +203,9 @@ impl Deprovisioned {
     pub(crate) fn note(&mut self, field: &str, name: &str, claim: &Claim) {
         match claim {
             Claim::Ours => {}
-            Claim::Other(owner) => self.left_alone.push(format!(
-                "{field} {name:?} belongs to TenantControlPlane {}",
-                owner.tcp()
-            )),
+            Claim::Other(_) => self
+                .left_alone
+                .push(format!("{field} {name:?} belongs to another TenantControlPlane")),
             Claim::Unmarked => self.left_alone.push(format!(
                 "{field} {name:?} has no ownership marker of this TenantControlPlane"
             )),
@@ -561,7 +574,7 @@ pub enum DatastoreError {
     /// Another TenantControlPlane owns the tenant's schema or user on this datastore (its ownership
     /// marker says so), so this one gets no credentials for it. Permanent.
     #[error(
-        "{driver} datastore at {endpoint}: {field} {name:?} belongs to TenantControlPlane {owner}; \
+        "{driver} datastore at {endpoint}: {field} {name:?} belongs to another TenantControlPlane; \
          this TenantControlPlane gets no access to it (choose another spec.dataStoreSchema/dataStoreUsername)"
     )]
     NameTaken {
@@ -573,7 +586,8 @@ pub enum DatastoreError {
         field: &'static str,
         /// The name.
         name: String,
-        /// `namespace/name` of the owner.
+        /// `namespace/name` of the owner: for the controller's log only, never in a tenant-visible
+        /// message (another tenant's name is not this tenant's business).
         owner: String,
     },
     /// An object with the tenant's name exists but does not belong to the tenant (no ownership marker
@@ -722,6 +736,15 @@ impl Driver for AnyDriver {
             AnyDriver::Postgres(d) => d.deprovision(tenant).await,
             AnyDriver::MySql(d) => d.deprovision(tenant).await,
             AnyDriver::Nats(d) => d.deprovision(tenant).await,
+        }
+    }
+
+    async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        match self {
+            AnyDriver::Etcd(d) => d.check_owned(tenant).await,
+            AnyDriver::Postgres(d) => d.check_owned(tenant).await,
+            AnyDriver::MySql(d) => d.check_owned(tenant).await,
+            AnyDriver::Nats(d) => d.check_owned(tenant).await,
         }
     }
 }

@@ -323,6 +323,22 @@ impl MySqlDriver {
         self.refused(field, name, owner.judge(marker.as_deref()))
     }
 
+    /// Refuses `tenant` unless the registry records its database and its account as its owner's.
+    async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let mut conn = self.connect().await?;
+        self.ensure_registry(&mut conn).await?;
+        for (field, kind, name) in [
+            ("schema", "database", tenant.schema()),
+            ("user", "account", tenant.user()),
+        ] {
+            let marker = self.marker(&mut conn, field, name).await?;
+            let marker = marker.ok_or_else(|| crate::missing(KIND, &self.settings.endpoint, kind, name))?;
+            self.refused(field, name, tenant.owner().judge(Some(&marker)))?;
+        }
+        let _ = conn.close().await;
+        Ok(())
+    }
+
     /// Whether the tenant already holds its account and database from before ownership markers: the
     /// password it kept (from its own Secret) logs in to its database. A refusal is `false`.
     async fn possessed(&self, tenant: &TenantSpace) -> Result<bool, DatastoreError> {
@@ -683,6 +699,18 @@ impl Driver for MySqlDriver {
             "provision",
             self.settings.timeout * 3,
             self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        self.check_names(tenant)?;
+        with_timeout(
+            KIND,
+            &self.settings.endpoint,
+            "check ownership",
+            self.settings.timeout,
+            self.check_owned_inner(tenant),
         )
         .await
     }

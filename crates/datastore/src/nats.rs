@@ -437,6 +437,20 @@ impl NatsDriver {
     }
 }
 
+impl NatsDriver {
+    /// Refuses `tenant` unless its bucket is a kine bucket marked with its owner.
+    async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let js = self.connect().await?;
+        let bucket = bucket_name(tenant.schema());
+        match self.bucket_state(&js, &bucket, tenant.owner()).await? {
+            BucketState::Kine(Claim::Ours) => Ok(()),
+            BucketState::Kine(claim) => Err(self.refused(&bucket, claim)),
+            BucketState::Foreign => Err(self.foreign(&bucket)),
+            BucketState::Absent => Err(crate::missing(KIND, &self.endpoint_label, "kine bucket", &bucket)),
+        }
+    }
+}
+
 impl Driver for NatsDriver {
     fn kind(&self) -> crd::Driver {
         KIND
@@ -468,6 +482,18 @@ impl Driver for NatsDriver {
             "provision",
             self.settings.timeout * 4,
             self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        refuse_reserved("schema", &bucket_name(tenant.schema()), &[REGISTRY_BUCKET], &[])?;
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "check ownership",
+            self.settings.timeout * 2,
+            self.check_owned_inner(tenant),
         )
         .await
     }

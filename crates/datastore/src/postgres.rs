@@ -414,6 +414,24 @@ impl PostgresDriver {
         Ok(())
     }
 
+    /// Refuses `tenant` unless its role and its database exist and are its owner's.
+    async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        let (schema, user) = (tenant.schema(), tenant.user());
+        let mut conn = self.connect().await?;
+        let role = self.role_marker(&mut conn, user).await?;
+        let database = self.database_marker(&mut conn, schema).await?;
+        let _ = conn.close().await;
+        let endpoint = &self.settings.endpoint;
+        let marker = role.ok_or_else(|| crate::missing(KIND, endpoint, "role", user))?;
+        self.refused("user", user, tenant.owner().judge(marker.as_deref()))?;
+        let (marker, owner) = database.ok_or_else(|| crate::missing(KIND, endpoint, "database", schema))?;
+        self.refused(
+            "schema",
+            schema,
+            Self::database_claim(tenant, marker.as_deref(), &owner),
+        )
+    }
+
     /// Drops the database and the role where they are the tenant's; reports what it left alone.
     async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let (schema, user) = (tenant.schema(), tenant.user());
@@ -483,6 +501,18 @@ impl Driver for PostgresDriver {
             "provision",
             self.settings.timeout * 3,
             self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+        self.check_names(tenant)?;
+        with_timeout(
+            KIND,
+            &self.settings.endpoint,
+            "check ownership",
+            self.settings.timeout,
+            self.check_owned_inner(tenant),
         )
         .await
     }

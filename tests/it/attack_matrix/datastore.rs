@@ -29,7 +29,7 @@ use crate::{
 };
 
 /// The backend under attack.
-enum Backend {
+pub(super) enum Backend {
     Etcd(Box<LocalEtcd>),
     Postgres,
     MariaDb,
@@ -37,24 +37,24 @@ enum Backend {
 }
 
 impl Backend {
-    /// Creates the DataStore and waits until it is Ready.
-    async fn datastore(&self, env: &Env) -> String {
+    /// Creates a DataStore (its credentials' Secret once per namespace) and waits until it is Ready.
+    pub(super) async fn datastore(&self, env: &Env) -> String {
         let name = match self {
             Backend::Etcd(etcd) => env.etcd_datastore(etcd).await,
             Backend::Postgres => {
                 let (endpoint, user, password) = pg_root();
-                env.secret("pg-root", &[("username", &user), ("password", &password)])
+                env.secret_once("pg-root", &[("username", &user), ("password", &password)])
                     .await;
                 sql_datastore(env, "PostgreSQL", endpoint, "pg-root").await
             }
             Backend::MariaDb => {
-                env.secret("my-root", &[("username", "root"), ("password", "")])
+                env.secret_once("my-root", &[("username", "root"), ("password", "")])
                     .await;
                 let endpoint = format!("127.0.0.1:{}", support::mariadb().port());
                 sql_datastore(env, "MySQL", endpoint, "my-root").await
             }
             Backend::Nats(nats) => {
-                env.secret("nats-auth", &[("username", ""), ("password", "")])
+                env.secret_once("nats-auth", &[("username", ""), ("password", "")])
                     .await;
                 let name = support::unique("ds-nats");
                 env.datastore(
@@ -80,7 +80,7 @@ impl Backend {
     }
 
     /// Writes `value` with tenant `tcp`'s own credentials (read from its Secrets).
-    async fn write(&self, env: &Env, tcp: &str, value: &str) {
+    pub(super) async fn write(&self, env: &Env, tcp: &str, value: &str) {
         match self {
             Backend::Etcd(etcd) => {
                 let (ctl, schema) = etcd_tenant(env, etcd, tcp).await;
@@ -117,8 +117,34 @@ impl Backend {
         }
     }
 
+    /// Replaces the datum written by [`Backend::write`] with `value`, with `tcp`'s own credentials.
+    pub(super) async fn overwrite(&self, env: &Env, tcp: &str, value: &str) {
+        let update = format!("update datum set v = '{value}'");
+        match self {
+            Backend::Postgres => {
+                let mut conn = PgConnection::connect(&sql_url(env, "postgres", tcp).await)
+                    .await
+                    .unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            Backend::MariaDb => {
+                let mut conn = MySqlConnection::connect(&sql_url(env, "mysql", tcp).await)
+                    .await
+                    .unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(update))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            Backend::Etcd(_) | Backend::Nats(_) => self.write(env, tcp, value).await,
+        }
+    }
+
     /// Reads the datum back with tenant `tcp`'s own credentials.
-    async fn read(&self, env: &Env, tcp: &str) -> String {
+    pub(super) async fn read(&self, env: &Env, tcp: &str) -> String {
         match self {
             Backend::Etcd(etcd) => {
                 let (ctl, schema) = etcd_tenant(env, etcd, tcp).await;
@@ -384,6 +410,11 @@ async fn refused(env: &Env, name: &str, reason: &str, needle: &str) {
     let (_, condition) = env.tcp_condition(name, "DataStoreReady", "False").await;
     assert_eq!(condition.reason, reason, "{}", condition.message);
     assert!(condition.message.contains(needle), "{}", condition.message);
+    assert!(
+        !condition.message.contains("/victim"),
+        "names the victim: {}",
+        condition.message
+    );
     let event = wait_for_event(&env.client, &env.ns, name, reason).await;
     assert!(event.note.unwrap_or_default().contains(needle));
     let secrets: Api<Secret> = env.secrets();
@@ -409,7 +440,8 @@ async fn victim(env: &Env, backend: &Backend, ds: &str) -> String {
 
 /// A second TCP claiming the victim's schema, its user, or both, each deleted again.
 async fn claims(env: &Env, backend: &Backend, ds: &str, uid: &str) {
-    let owner = format!("TenantControlPlane {}/victim", env.ns);
+    // The refusal names no other tenant's TenantControlPlane.
+    let owner = "belongs to another TenantControlPlane".to_string();
     let attacks: [(&str, Option<&str>, Option<&str>); 3] = [
         ("thief-schema", Some(uid), None),
         ("thief-user", None, Some(uid)),
@@ -466,7 +498,7 @@ async fn patched_status(env: &Env, backend: &Backend, ds: &str, uid: &str) {
         event
             .note
             .unwrap_or_default()
-            .contains(&format!("belongs to TenantControlPlane {}/victim", env.ns))
+            .contains("belongs to another TenantControlPlane")
     );
     assert_eq!(backend.read(env, "victim").await, "victims-datum");
 }
@@ -482,7 +514,12 @@ async fn attack_matrix(prefix: &str, backend: Backend) {
         let (_, c) = env
             .tcp_condition("thief-schema", "DataStoreExclusive", "False")
             .await;
-        assert!(c.message.contains(&format!("{}/victim", env.ns)), "{}", c.message);
+        assert!(
+            c.message.contains("already serves another TenantControlPlane"),
+            "{}",
+            c.message
+        );
+        assert!(!c.message.contains("victim"), "{}", c.message);
         env.delete_tcp_and_wait("thief-schema").await;
     } else {
         claims(&env, &backend, &ds, &uid).await;
