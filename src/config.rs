@@ -249,6 +249,14 @@ pub struct ControllerArgs {
         default_value = "tenantplane-system"
     )]
     pub leader_election_namespace: String,
+    /// The controller's own namespace, where it keeps what only it may write (the migration journal);
+    /// give TenantControlPlane writers no access to it.
+    #[arg(
+        long,
+        env = "TENANTPLANE_STATE_NAMESPACE",
+        default_value = "tenantplane-system"
+    )]
+    pub state_namespace: String,
     /// Identity in the Lease and in Events; default `<hostname>-<pid>`.
     #[arg(long, env = "TENANTPLANE_IDENTITY")]
     pub identity: Option<String>,

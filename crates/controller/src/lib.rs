@@ -465,6 +465,10 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
                     for tcp in ctx.in_tenant.observe(event) {
                         let _ = in_tenant_due.send(tcp);
                     }
+                    // Status writes too: a forged `status.migration` is refused as soon as it lands.
+                    if let watcher::Event::Apply(tcp) | watcher::Event::InitApply(tcp) = event {
+                        ctx.migrations.ensure(&ctx, tcp);
+                    }
                 }
             }
         })

@@ -34,11 +34,17 @@ pub struct ControllerSettings {
     pub in_tenant: bool,
     /// How often the in-tenant phase checks a serving tenant for deleted or edited objects.
     pub in_tenant_resync: Duration,
+    /// The controller's own namespace, where it keeps what only it may write (the migration
+    /// journal); TenantControlPlane writers must have no write access there.
+    pub state_namespace: String,
 }
+
+/// The default [`ControllerSettings::state_namespace`] (also the leader Lease's default namespace).
+pub const DEFAULT_STATE_NAMESPACE: &str = "tenantplane-system";
 
 impl ControllerSettings {
     /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per
-    /// reconcile, the in-tenant phase on with a check every 60 s.
+    /// reconcile, the in-tenant phase on with a check every 60 s, state in `tenantplane-system`.
     pub fn new(identity: impl Into<String>) -> Self {
         Self {
             concurrency: 16,
@@ -52,6 +58,7 @@ impl ControllerSettings {
             default_datastore: None,
             in_tenant: true,
             in_tenant_resync: Duration::from_secs(60),
+            state_namespace: DEFAULT_STATE_NAMESPACE.into(),
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::{
     api,
     auth::{ClusterCredentialSettings, TokenSettings, keys::ServerKey},
-    controller::{ControllerSettings, metrics::Metrics},
+    controller::{ControllerSettings, metrics::Metrics, settings::DEFAULT_STATE_NAMESPACE},
     domain::Role,
     k8s::crd::DataStore,
     localenv::{
@@ -150,6 +150,7 @@ async fn start_management_cluster(
     let kube = LocalKube::start(dir.join("kube"), KubeOptions::new(etcd.url())).await?;
     let client = kube.client().await?;
     localenv::kube::install_crds(&client, "tenantplane-dev").await?;
+    localenv::kube::ensure_namespace(&client, DEFAULT_STATE_NAMESPACE).await?;
     Ok((etcd, kube, client))
 }
 

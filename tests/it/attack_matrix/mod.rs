@@ -4,3 +4,4 @@
 
 mod datastore;
 mod decoy;
+mod forged_migration;

@@ -188,7 +188,9 @@ pub fn crds_installed() {
     CRDS.get_or_init(|| {
         start_blocking("the CRDs", || async {
             let client = cluster().kube.client().await?;
-            localenv::kube::install_crds(&client, "tenantplane-tests").await
+            localenv::kube::install_crds(&client, "tenantplane-tests").await?;
+            let state = tenantplane::controller::settings::DEFAULT_STATE_NAMESPACE;
+            localenv::kube::ensure_namespace(&client, state).await
         })
     })
     .as_ref()

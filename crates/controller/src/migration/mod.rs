@@ -10,6 +10,8 @@
 //! ready.
 
 mod carry;
+pub mod guard;
+pub mod journal;
 pub mod movers;
 pub use crate::migration_plan as plan;
 pub mod stages;
@@ -82,6 +84,15 @@ async fn drive(ctx: Arc<Context>, namespace: String, name: String) {
             Ok(_) => return,
             Err(err) => {
                 tracing::warn!(object = %name, "reading the TenantControlPlane failed: {err}");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                continue;
+            }
+        };
+        // From here on `status.migration` is the controller's own record, not what others wrote.
+        let tcp = match guard::trusted(&ctx, tcp).await {
+            Ok(tcp) => tcp,
+            Err(err) => {
+                tracing::warn!(object = %name, "reading the migration journal failed: {err}");
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 continue;
             }

@@ -13,7 +13,7 @@ use k8s_openapi::{
 use kube::{Api, ResourceExt as _};
 
 use super::{
-    carry,
+    carry, guard,
     movers::{self, AnyMover},
     plan, write,
 };
@@ -92,14 +92,18 @@ pub async fn abort(ctx: &Context, tcp: &TenantControlPlane) -> Result<(), Error>
 /// Undoes a migration that has not switched: lifts the freeze, removes the target space (only what
 /// is marked with this TenantControlPlane's UID).
 pub async fn unwind(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<(), Error> {
+    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
     if m.frozen_at.is_some() || m.stage == MigrationStage::Frozen {
+        // Thawing grants the source's user its space back: only where both are this tenant's own.
+        guard::owned(&source, &source_space, "source").await?;
         movers::mover(&source, &target, &source_space, &target_space)?
             .thaw()
             .await?;
         carry::uncarry(ctx, tcp, m).await?;
     }
+    // Removes only what the target's markers attribute to this TenantControlPlane.
     target.deprovision(&target_space).await?;
     ctx.owners.forget(&m.target, &target_space);
     Ok(())
@@ -112,9 +116,12 @@ async fn copying(
     m: &MigrationStatus,
 ) -> Result<Option<MigrationStatus>, Error> {
     carry::planned(tcp, m)?;
+    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
+    guard::owned(&source, &source_space, "source").await?;
     let mover = movers::mover(&source, &target, &source_space, &target_space)?;
+    // Provisioning claims the target's names, refusing another tenant's.
     target.provision(&target_space).await?;
     ctx.owners.record(&m.target, &target_space);
     let mut checkpoint = checkpoint(m);
@@ -211,6 +218,7 @@ async fn switching(
     tcp: &TenantControlPlane,
     m: &MigrationStatus,
 ) -> Result<Option<MigrationStatus>, Error> {
+    checked(ctx, tcp, m).await?;
     wait_for_rollout(ctx, tcp, m, ROLLOUT_TIMEOUT).await?;
     let now = Timestamp::now();
     let mut next = plan::advance(m, MigrationStage::Verifying, now);
@@ -226,8 +234,7 @@ async fn verifying(
     m: &MigrationStatus,
 ) -> Result<Option<MigrationStatus>, Error> {
     wait_for_rollout(ctx, tcp, m, Duration::from_secs(60)).await?;
-    let (source, _) = drivers(ctx, m).await?;
-    let (source_space, _) = spaces(ctx, tcp, m).await?;
+    let (source, _, source_space, _) = checked(ctx, tcp, m).await?;
     let outcome = source.deprovision(&source_space).await?;
     ctx.owners.forget(&m.source, &source_space);
     if !outcome.left_alone.is_empty() {
@@ -379,11 +386,25 @@ async fn spaces(
     Ok((source, target))
 }
 
-/// The mover of `m`.
+/// The mover of `m`, once both spaces are checked.
 async fn mover_of(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<AnyMover, Error> {
+    let (source, target, source_space, target_space) = checked(ctx, tcp, m).await?;
+    movers::mover(&source, &target, &source_space, &target_space)
+}
+
+/// Both drivers and spaces of a migration past `Copying`, refused unless the source and the target
+/// are distinct and both spaces carry this TenantControlPlane's ownership markers.
+async fn checked(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    m: &MigrationStatus,
+) -> Result<(Arc<AnyDriver>, Arc<AnyDriver>, TenantSpace, TenantSpace), Error> {
+    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
-    movers::mover(&source, &target, &source_space, &target_space)
+    guard::owned(&source, &source_space, "source").await?;
+    guard::owned(&target, &target_space, "target").await?;
+    Ok((source, target, source_space, target_space))
 }
 
 /// The checkpoint recorded in `m`.

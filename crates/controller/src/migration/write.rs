@@ -19,8 +19,15 @@ pub const MIGRATION_MANAGER: &str = "tenantplane-migration";
 /// The condition type the migration manager owns.
 pub const CONDITION: &str = "Migrating";
 
-/// Applies `m` as `status.migration`, with the `Migrating` condition it implies.
+/// Records `m` in the controller's journal, then applies it as `status.migration`, with the
+/// `Migrating` condition it implies.
 pub async fn status(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<(), Error> {
+    super::journal::write(ctx, tcp, m).await?;
+    publish(ctx, tcp, m).await
+}
+
+/// Applies the journal's record `m` as `status.migration` (status only: the journal has it already).
+pub async fn publish(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<(), Error> {
     let body = json!({"migration": m, "conditions": [condition(tcp, m, Timestamp::now())]});
     let written = crate::apply::control_plane_status(&ctx.client, tcp, MIGRATION_MANAGER, &body).await?;
     ctx.caches.wrote_control_plane(written);

@@ -272,8 +272,10 @@ async fn provision_overrides(
 /// A TenantControlPlane deleted while migrating holds a space on both DataStores: removes the one the
 /// primary cleanup does not see (the target before the switch, the source after it).
 async fn cleanup_migration(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
-    let Some(m) = migration_plan::active(tcp) else {
-        return Ok(());
+    // The controller's own record, not status (which others may write); the journal goes with it.
+    let journal = crate::migration::journal::read(ctx, tcp).await?;
+    let Some(m) = journal.current.as_ref().filter(|m| !m.stage.ended()) else {
+        return crate::migration::journal::forget(ctx, tcp).await;
     };
     let recorded = migration_plan::recorded(tcp);
     let (schema, user) = build::tenant_names(tcp)?;
@@ -293,7 +295,7 @@ async fn cleanup_migration(tcp: &TenantControlPlane, ctx: &Context) -> Result<()
             deprovision_on(ctx, tcp, store, &space).await?;
         }
     }
-    Ok(())
+    crate::migration::journal::forget(ctx, tcp).await
 }
 
 /// The names recorded in `setup`, owned by `tcp`. Status is writable by more people than the

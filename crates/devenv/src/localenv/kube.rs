@@ -354,6 +354,28 @@ pub async fn install_crds(client: &kube::Client, field_manager: &str) -> Result<
     Ok(())
 }
 
+/// Creates namespace `name` unless it exists (e.g. the controller's state namespace, which a
+/// management cluster provides as the chart's release namespace does).
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, ObjectMeta, PostParams};
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(LocalEnvError::Other(format!("create namespace {name}: {e}"))),
+    }
+}
+
 /// Registers the TLS etcd `etcd` in the cluster as DataStore `name`: its CA and root client key pair go
 /// into Secret `<name>-tls` in `namespace` (which must exist), and the DataStore references them.
 pub async fn create_etcd_datastore(
