@@ -10,7 +10,8 @@
 //!
 //! Each asserts that the victim's data and grants, read by the DataStore's admin, are byte-identical
 //! afterwards, that the victim still writes with its own credentials, and that the attacker carries
-//! `MigrationStatusRefused` naming the refusal.
+//! `MigrationStatusRefused` naming the refusal. A forged `status.storage.dataStoreName` gets the forger no
+//! space on the DataStore it names.
 
 use futures::future::join_all;
 use kube::{
@@ -315,8 +316,82 @@ async fn forged_migration_status_reaches_no_nats_victim_at_any_stage() {
         .await
         .unwrap();
     let env = env("fm-nats").await;
-    let other = Backend::Nats(other_nats).datastore(&env).await;
+    let other_backend = Backend::Nats(other_nats);
+    let other = other_backend.datastore(&env).await;
     let backend = Backend::Nats(nats);
     let home = backend.datastore(&env).await;
     forged_migrations("nats", backend, &other, env, &home).await;
+    drop(other_backend);
+}
+
+/// A TCP on `home` whose status is patched to record `other` (a ready DataStore its spec never
+/// named): the datastore phase provisions nothing there (`RecordedDataStoreNotHeld`), and its
+/// datastore Secret keeps pointing at `home`.
+async fn recorded_elsewhere(env: &Env, home: &str, other: &str) -> String {
+    let uid = env.tcp("drifter", home, json!([])).await.uid().unwrap();
+    env.provisioned("drifter").await;
+    let forged = json!({"status": {"storage": {"dataStoreName": other}}});
+    let api = env.tcps();
+    api.patch_status("drifter", &PatchParams::default(), &Patch::Merge(&forged))
+        .await
+        .unwrap();
+    // An annotation wakes the datastore phase (a status write alone does not).
+    let poke = json!({"metadata": {"annotations": {"test.tenantplane.io/poke": "1"}}});
+    api.patch("drifter", &PatchParams::default(), &Patch::Merge(&poke))
+        .await
+        .unwrap();
+    let (_, condition) = env.tcp_condition("drifter", "DataStoreReady", "False").await;
+    assert_eq!(
+        condition.reason, "RecordedDataStoreNotHeld",
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition.message.contains(&format!("names DataStore {other}")),
+        "{}",
+        condition.message
+    );
+    uid
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_recorded_etcd_datastore_gets_no_space_of_the_forger() {
+    let ca = Ca::new("recorded-etcd-ca").unwrap();
+    let (home_etcd, other_etcd) = (tls_etcd("rd-etcd-a", &ca).await, tls_etcd("rd-etcd-b", &ca).await);
+    let env = env("rd-etcd").await;
+    let home = env.etcd_datastore(&home_etcd).await;
+    let other = env.etcd_datastore(&other_etcd).await;
+    env.ds_condition(&other, "Ready", "True").await;
+    let uid = recorded_elsewhere(&env, &home, &other).await;
+    let (role, user) = etcd_auth(&other_etcd, &uid);
+    assert!(
+        role.is_err() && user.is_err(),
+        "provisioned on {other}: {role:?} {user:?}"
+    );
+    let root = other_etcd
+        .etcdctl(&other_etcd.tls().unwrap().root_client)
+        .unwrap();
+    let markers = root
+        .run(&["get", "tenantplane.io/owner/", "--prefix", "--keys-only"])
+        .unwrap();
+    assert!(!markers.contains(&uid), "{markers}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_recorded_nats_datastore_hands_out_no_login() {
+    let home_nats = LocalNats::start(localenv::scratch_dir("rd-nats-a").unwrap())
+        .await
+        .unwrap();
+    let other_nats = LocalNats::start(localenv::scratch_dir("rd-nats-b").unwrap())
+        .await
+        .unwrap();
+    let other_endpoint = other_nats.endpoint();
+    let env = env("rd-nats").await;
+    // Both servers live as long as their backends do.
+    let (home_backend, other_backend) = (Backend::Nats(home_nats), Backend::Nats(other_nats));
+    let home = home_backend.datastore(&env).await;
+    let other = other_backend.datastore(&env).await;
+    recorded_elsewhere(&env, &home, &other).await;
+    let config = env.secret_data("drifter-datastore-config").await;
+    assert_ne!(config["DB_CONNECTION_STRING"], other_endpoint);
 }

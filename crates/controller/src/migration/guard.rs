@@ -45,6 +45,13 @@ pub async fn trusted(ctx: &Context, tcp: TenantControlPlane) -> Result<TenantCon
     Ok(with_migration(tcp, recorded.current))
 }
 
+/// `tcp` as the datastore phase may act on it: `status.migration` replaced by the journal's record
+/// (no refusal here: the migration manager refuses and restores a forged record).
+pub async fn recorded_view(ctx: &Context, tcp: &TenantControlPlane) -> Result<TenantControlPlane, Error> {
+    let recorded = journal::read(ctx, tcp).await?;
+    Ok(with_migration(tcp.clone(), recorded.current))
+}
+
 /// `tcp` with `status.migration` set to `m`.
 fn with_migration(mut tcp: TenantControlPlane, m: Option<MigrationStatus>) -> TenantControlPlane {
     tcp.status.get_or_insert_with(Default::default).migration = m;

@@ -15,7 +15,7 @@ use super::{
 use crate::{
     Context, Error, Phase, Provisioned,
     build::Conditions,
-    datastore::{Driver as _, TenantSpace},
+    datastore::{AnyDriver, Driver as _, TenantSpace},
     fetch,
     k8s::crd::{Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
     migration_plan,
@@ -35,7 +35,12 @@ pub async fn datastore_phase(
         .unwrap_or_default();
     let mut conditions = Conditions::new(&previous, tcp.metadata.generation, Timestamp::now());
     let mut storage = build::initial_storage(tcp);
-    let result = provision(tcp, ctx, &mut storage, &mut conditions).await;
+    // Which DataStore serves, and whether its source is frozen, follow the controller's migration
+    // record, not `status.migration` (which others may write).
+    let result = match crate::migration::guard::recorded_view(ctx, tcp).await {
+        Ok(view) => provision(&view, ctx, &mut storage, &mut conditions).await,
+        Err(err) => Err(err),
+    };
     if let Err(err) = &result {
         build::datastore_failure_conditions(&mut conditions, err);
     }
@@ -214,6 +219,20 @@ async fn provision_primary(
         Some(config) => (config, existing_certificate.clone()),
         None => {
             ctx.record_provisioned(&cache_key, None);
+            let named = named_by_spec(
+                tcp,
+                &inputs.primary_name,
+                ctx.settings.default_datastore.as_deref(),
+            );
+            if !named {
+                held_already(
+                    driver,
+                    &space,
+                    "status.storage.dataStoreName",
+                    &inputs.primary_name,
+                )
+                .await?;
+            }
             let credentials = driver.provision(&space).await?;
             ctx.owners.record(&inputs.primary_name, &space);
             // The tenant's own client certificate (etcd's, or one minted for a SQL/NATS tenant) is
@@ -240,6 +259,32 @@ async fn provision_primary(
     })
 }
 
+/// Whether the spec names DataStore `name` as the primary (or names none and `name` is the default).
+fn named_by_spec(tcp: &TenantControlPlane, name: &str, default: Option<&str>) -> bool {
+    match tcp.spec.data_store.as_deref().filter(|n| !n.is_empty()) {
+        Some(spec) => spec == name,
+        None => default == Some(name),
+    }
+}
+
+/// Refuses to provision on DataStore `name`, which only status (`field`) names, unless this
+/// TenantControlPlane's space already exists there: status may be forged, and a fresh space on a
+/// DataStore the spec never named would bypass placement (or hand out a NATS DataStore's login).
+async fn held_already(driver: &AnyDriver, space: &TenantSpace, field: &str, name: &str) -> Result<(), Error> {
+    driver.check_owned(space).await.map_err(|e| {
+        if e.is_transient() {
+            return Error::Datastore(e);
+        }
+        Error::Invalid {
+            reason: "RecordedDataStoreNotHeld",
+            message: format!(
+                "{field} names DataStore {name}, which the spec does not name and where this TenantControlPlane holds no space of its own, so nothing was provisioned there ({})",
+                e.reason()
+            ),
+        }
+    })
+}
+
 /// Provisions the tenant on every override's DataStore (unless `skip`) and records each in
 /// `storage`.
 async fn provision_overrides(
@@ -261,6 +306,9 @@ async fn provision_overrides(
             let (_, driver) = fetch::driver(ctx, datastore).await?;
             ctx.owners
                 .check(&ds.name, driver.kind(), &ds.endpoints.join(","), &override_space)?;
+            if !inputs.spec_overrides.contains(o) {
+                held_already(&driver, &override_space, "status.storage.overrides", &ds.name).await?;
+            }
             driver.provision(&override_space).await?;
             ctx.owners.record(&ds.name, &override_space);
         }
