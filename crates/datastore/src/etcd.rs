@@ -680,6 +680,26 @@ impl Driver for EtcdDriver {
         .await
     }
 
+    /// The cluster ID every response header carries.
+    async fn server_identity(&self) -> Result<String, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "read the cluster ID",
+            self.settings.timeout,
+            async {
+                let mut client = self.connect().await?;
+                let status = client
+                    .status()
+                    .await
+                    .map_err(|e| self.error("read the cluster ID", e))?;
+                let id = status.header().map(|h| h.cluster_id()).unwrap_or_default();
+                Ok(format!("etcd cluster {id:x}"))
+            },
+        )
+        .await
+    }
+
     async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         Self::check_names(tenant)?;
         with_timeout(

@@ -66,6 +66,11 @@ pub trait Driver: Send + Sync {
     /// Refuses `tenant` unless its names exist here and carry its owner's marker: a space named by
     /// anything but this datastore (a status field, a journal) is acted on only after this check.
     fn check_owned(&self, tenant: &TenantSpace) -> impl Future<Output = Result<(), DatastoreError>> + Send;
+
+    /// What identifies the server behind the endpoints, whatever they are called (two DataStore objects
+    /// naming one server answer the same): etcd's cluster ID, PostgreSQL's system identifier, a random
+    /// identity recorded once in the MySQL/MariaDB and NATS ownership registries.
+    fn server_identity(&self) -> impl Future<Output = Result<String, DatastoreError>> + Send;
 }
 
 /// The TenantControlPlane that owns a tenant's names on a datastore: its UID decides, its
@@ -745,6 +750,15 @@ impl Driver for AnyDriver {
             AnyDriver::Postgres(d) => d.check_owned(tenant).await,
             AnyDriver::MySql(d) => d.check_owned(tenant).await,
             AnyDriver::Nats(d) => d.check_owned(tenant).await,
+        }
+    }
+
+    async fn server_identity(&self) -> Result<String, DatastoreError> {
+        match self {
+            AnyDriver::Etcd(d) => d.server_identity().await,
+            AnyDriver::Postgres(d) => d.server_identity().await,
+            AnyDriver::MySql(d) => d.server_identity().await,
+            AnyDriver::Nats(d) => d.server_identity().await,
         }
     }
 }

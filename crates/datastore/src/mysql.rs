@@ -703,6 +703,24 @@ impl Driver for MySqlDriver {
         .await
     }
 
+    /// A random identity recorded once in the ownership registry (MariaDB has no `@@server_uuid`).
+    async fn server_identity(&self) -> Result<String, DatastoreError> {
+        with_timeout(KIND, &self.settings.endpoint, "read the server identity", self.settings.timeout, async {
+            let mut conn = self.connect().await?;
+            self.ensure_registry(&mut conn).await?;
+            sqlx::query(
+                "insert ignore into `tenantplane`.`owners` (kind, name, marker) values ('server', 'identity', uuid())",
+            )
+            .execute(&mut conn)
+            .await
+            .map_err(|e| self.error("record the server identity", e, None))?;
+            let id = self.marker(&mut conn, "server", "identity").await?.unwrap_or_default();
+            let _ = conn.close().await;
+            Ok(format!("MySQL server {id}"))
+        })
+        .await
+    }
+
     async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         self.check_names(tenant)?;
         with_timeout(

@@ -96,6 +96,9 @@ pub fn bucket_name(schema: &str) -> String {
 /// The KV bucket holding the ownership markers of this server's kine buckets (key = bucket name).
 pub const REGISTRY_BUCKET: &str = "tenantplane-owners";
 
+/// The registry key of the server's identity (a dot: no bucket name has one).
+const SERVER_IDENTITY_KEY: &str = "tenantplane.server";
+
 /// Whether a stream description is a kine bucket's.
 fn is_kine(description: Option<&str>) -> bool {
     description == Some(KINE_BUCKET_DESCRIPTION)
@@ -482,6 +485,32 @@ impl Driver for NatsDriver {
             "provision",
             self.settings.timeout * 4,
             self.provision_inner(tenant),
+        )
+        .await
+    }
+
+    /// A random identity recorded once in the registry bucket, under a key no bucket name can be.
+    async fn server_identity(&self) -> Result<String, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "read the server identity",
+            self.settings.timeout * 2,
+            async {
+                let js = self.connect().await?;
+                let kv = self.registry(&js).await?;
+                let fresh = crate::random_password();
+                match kv
+                    .create(SERVER_IDENTITY_KEY, fresh.expose().clone().into())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == jetstream::kv::CreateErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(self.backend("record the server identity", &e)),
+                }
+                let id = self.marker(&js, SERVER_IDENTITY_KEY).await?.unwrap_or_default();
+                Ok(format!("NATS server {id}"))
+            },
         )
         .await
     }

@@ -505,6 +505,27 @@ impl Driver for PostgresDriver {
         .await
     }
 
+    /// The cluster's system identifier (`pg_control_system()`), unique per `initdb`.
+    async fn server_identity(&self) -> Result<String, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.settings.endpoint,
+            "read the system identifier",
+            self.settings.timeout,
+            async {
+                let mut conn = self.connect().await?;
+                let id: String =
+                    sqlx::query_scalar("select system_identifier::text from pg_control_system()")
+                        .fetch_one(&mut conn)
+                        .await
+                        .map_err(|e| self.error("read the system identifier", e, None))?;
+                let _ = conn.close().await;
+                Ok(format!("PostgreSQL system {id}"))
+            },
+        )
+        .await
+    }
+
     async fn check_owned(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         self.check_names(tenant)?;
         with_timeout(

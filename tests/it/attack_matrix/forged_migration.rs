@@ -395,3 +395,34 @@ async fn a_forged_recorded_nats_datastore_hands_out_no_login() {
     let config = env.secret_data("drifter-datastore-config").await;
     assert_ne!(config["DB_CONNECTION_STRING"], other_endpoint);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_between_two_datastores_of_one_server_is_refused_and_the_data_stays() {
+    let ca = Ca::new("one-server-ca").unwrap();
+    let etcd = tls_etcd("one-server", &ca).await;
+    let env = env("one-server").await;
+    let first = env.etcd_datastore(&etcd).await;
+    let second = env.etcd_datastore(&etcd).await;
+    env.ds_condition(&second, "Ready", "True").await;
+    let backend = Backend::Etcd(Box::new(etcd));
+    env.tcp("victim", &first, json!([])).await;
+    env.provisioned("victim").await;
+    backend.write(&env, "victim", "victims-datum").await;
+    let spec = json!({"spec": {"dataStore": second}});
+    env.tcps()
+        .patch("victim", &PatchParams::default(), &Patch::Merge(&spec))
+        .await
+        .unwrap();
+    let (tcp, condition) = env.tcp_condition("victim", "Migrating", "False").await;
+    assert_eq!(condition.reason, "Failed", "{}", condition.message);
+    assert!(
+        condition
+            .message
+            .contains(&format!("DataStores {first} and {second}, which name one server")),
+        "{}",
+        condition.message
+    );
+    assert_eq!(tcp.status.unwrap().storage.unwrap().data_store_name, Some(first));
+    assert_eq!(backend.read(&env, "victim").await, "victims-datum");
+    backend.write(&env, "victim", "still-writable").await;
+}

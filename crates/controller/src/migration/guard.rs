@@ -101,17 +101,24 @@ async fn refusal_condition(ctx: &Context, tcp: &TenantControlPlane, message: &st
     Ok(())
 }
 
-/// Refuses a migration whose source and target are the same DataStore (a copy onto itself, then the
-/// removal of the source, would delete the data the tenant serves from).
-pub fn distinct(m: &MigrationStatus) -> Result<(), Error> {
+/// Refuses a migration whose source and target are the same DataStore, or two DataStore objects of
+/// one server (a copy onto itself, then the removal of the source, would delete the data the tenant
+/// serves from).
+pub async fn distinct(m: &MigrationStatus, source: &AnyDriver, target: &AnyDriver) -> Result<(), Error> {
+    let same = |why: String| Error::Invalid {
+        reason: "MigrationSourceIsTarget",
+        message: format!(
+            "the migration's source and target are {why}: nothing would move, and removing the source would delete the data the tenant serves from"
+        ),
+    };
     if m.source == m.target {
-        return Err(Error::Invalid {
-            reason: "MigrationSourceIsTarget",
-            message: format!(
-                "the migration's source and target are both DataStore {}",
-                m.source
-            ),
-        });
+        return Err(same(format!("both DataStore {}", m.source)));
+    }
+    if source.kind() == target.kind() && source.server_identity().await? == target.server_identity().await? {
+        return Err(same(format!(
+            "DataStores {} and {}, which name one server",
+            m.source, m.target
+        )));
     }
     Ok(())
 }

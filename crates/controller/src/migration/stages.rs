@@ -92,8 +92,8 @@ pub async fn abort(ctx: &Context, tcp: &TenantControlPlane) -> Result<(), Error>
 /// Undoes a migration that has not switched: lifts the freeze, removes the target space (only what
 /// is marked with this TenantControlPlane's UID).
 pub async fn unwind(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus) -> Result<(), Error> {
-    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
+    guard::distinct(m, &source, &target).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
     if m.frozen_at.is_some() || m.stage == MigrationStage::Frozen {
         // Thawing grants the source's user its space back: only where both are this tenant's own.
@@ -116,8 +116,8 @@ async fn copying(
     m: &MigrationStatus,
 ) -> Result<Option<MigrationStatus>, Error> {
     carry::planned(tcp, m)?;
-    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
+    guard::distinct(m, &source, &target).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
     guard::owned(&source, &source_space, "source").await?;
     let mover = movers::mover(&source, &target, &source_space, &target_space)?;
@@ -399,8 +399,8 @@ async fn checked(
     tcp: &TenantControlPlane,
     m: &MigrationStatus,
 ) -> Result<(Arc<AnyDriver>, Arc<AnyDriver>, TenantSpace, TenantSpace), Error> {
-    guard::distinct(m)?;
     let (source, target) = drivers(ctx, m).await?;
+    guard::distinct(m, &source, &target).await?;
     let (source_space, target_space) = spaces(ctx, tcp, m).await?;
     guard::owned(&source, &source_space, "source").await?;
     guard::owned(&target, &target_space, "target").await?;
