@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment},
-    core::v1::{ConfigMap, Secret},
+    core::v1::{ConfigMap, Namespace, Secret},
 };
 use kube::{
     Api, ResourceExt as _,
@@ -93,6 +93,22 @@ pub async fn client(inputs: &Inputs) -> Result<kube::Client, Error> {
     config.read_timeout = Some(TENANT_TIMEOUT);
     config.write_timeout = Some(TENANT_TIMEOUT);
     kube::Client::try_from(config).map_err(|e| invalid(&e))
+}
+
+/// The names of the tenant cluster's namespaces, but those being deleted (no binding can be created
+/// in one): one metadata-only list.
+pub async fn namespaces(client: &kube::Client) -> Result<Vec<String>, Error> {
+    let list = Api::<Namespace>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await?;
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+        .map(|ns| ns.name_any())
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 /// The in-tenant phase's objects in the tenant (labelled with a phase), with their `resourceVersion`:

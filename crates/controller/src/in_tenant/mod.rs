@@ -10,7 +10,8 @@
 //! kept client per tenant, no watch in any tenant cluster; a pass is woken by a change of what it
 //! depends on in the TenantControlPlane ([`fingerprint`]) or by the periodic check, and a pass with
 //! nothing to restore is nine metadata-only lists, three GETs and one list (and with
-//! `spec.authentication` a `GET /metrics`, whose reload lines give `status.authentication`).
+//! `spec.authentication` a metadata-only list of the namespaces and a `GET /metrics`, whose reload
+//! lines give `status.authentication`).
 
 pub mod apply;
 pub mod build;
@@ -62,6 +63,14 @@ struct Kept {
     admin_version: String,
     client: kube::Client,
     applied: HashMap<ObjectKey, Applied>,
+}
+
+/// A serving tenant as a pass finds it: its client, what was last applied through it, and its
+/// namespaces (only read with `spec.authentication`).
+struct Tenant {
+    client: kube::Client,
+    applied: HashMap<ObjectKey, Applied>,
+    namespaces: Vec<String>,
 }
 
 impl std::fmt::Debug for Tenants {
@@ -212,9 +221,16 @@ async fn pass(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     let inputs = fetch::inputs(ctx, tcp).await?;
-    let facts = facts(tcp, ctx, &inputs.ca_cert);
-    let desired = build::desired(&facts);
-    let outcome = sync(ctx, &key, &inputs, &desired).await;
+    let tenant = connect(ctx, tcp, &key, &inputs).await;
+    let namespaces = tenant
+        .as_ref()
+        .map(|t| t.namespaces.as_slice())
+        .unwrap_or_default();
+    let desired = build::desired(&facts(tcp, ctx, &inputs.ca_cert, namespaces));
+    let outcome = match tenant {
+        Ok(tenant) => sync(ctx, &key, tenant, &desired).await,
+        Err(err) => Err(err),
+    };
     let report = build::status::report(
         tcp,
         &desired,
@@ -245,8 +261,13 @@ async fn pass(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> 
     }))
 }
 
-/// What the build reads, for `tcp` (only called while it serves).
-fn facts<'a>(tcp: &'a TenantControlPlane, ctx: &Context, ca_cert: &'a str) -> Facts<'a> {
+/// What the build reads, for `tcp` (only called while it serves) with the tenant's `namespaces`.
+fn facts<'a>(
+    tcp: &'a TenantControlPlane,
+    ctx: &Context,
+    ca_cert: &'a str,
+    namespaces: &'a [String],
+) -> Facts<'a> {
     let status = tcp.status.as_ref();
     Facts {
         tcp,
@@ -260,17 +281,44 @@ fn facts<'a>(tcp: &'a TenantControlPlane, ctx: &Context, ca_cert: &'a str) -> Fa
             .and_then(|v| v.version.as_deref())
             .unwrap_or_default(),
         key_algorithm: ctx.settings.workload.key_algorithm,
+        namespaces,
     }
+}
+
+/// The tenant's kept client and what was applied through it; with `spec.authentication` also its
+/// namespaces (the only build input read from the tenant).
+async fn connect(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    key: &str,
+    inputs: &fetch::Inputs,
+) -> Result<Tenant, Error> {
+    let (client, applied) = kept_client(ctx, key, inputs).await?;
+    if tcp.spec.authentication.is_none() {
+        return Ok(Tenant {
+            client,
+            applied,
+            namespaces: Vec::new(),
+        });
+    }
+    let namespaces = fetch::namespaces(&client).await?;
+    Ok(Tenant {
+        client,
+        applied,
+        namespaces,
+    })
 }
 
 /// Checks the tenant and applies what it lacks; what it then holds, and what was restored.
 async fn sync(
     ctx: &Context,
     key: &str,
-    inputs: &fetch::Inputs,
+    tenant: Tenant,
     desired: &build::Desired,
 ) -> Result<(build::status::Found, Vec<(ObjectKey, Restored)>), Error> {
-    let (client, mut applied) = kept_client(ctx, key, inputs).await?;
+    let Tenant {
+        client, mut applied, ..
+    } = tenant;
     let present = fetch::present(&client).await?;
     let objects: Vec<&build::TenantObject> = desired.objects().collect();
     let result = match apply::objects(&client, &objects, &present, &mut applied).await {
