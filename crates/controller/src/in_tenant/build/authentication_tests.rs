@@ -96,11 +96,10 @@ fn namespace_rows(namespace: &str) -> [Row; 2] {
 }
 
 #[test]
-fn members_and_viewers_get_edit_and_view_by_role_binding_in_each_tenant_namespace_and_nothing_in_the_system_ones()
- {
-    let tcp = tcp("tenants", "cp").spec("authentication", json!({})).build();
+fn members_and_viewers_get_edit_and_view_in_each_tenant_namespace_and_nothing_in_system_ones() {
+    let with = tcp("tenants", "cp").spec("authentication", json!({})).build();
     let namespaces = cluster_namespaces();
-    let objects = desired(&facts(&tcp, &namespaces)).authentication.unwrap();
+    let objects = desired(&facts(&with, &namespaces)).authentication.unwrap();
     let mut expected = vec![
         row(
             Kind::ClusterRoleBinding,
@@ -134,11 +133,16 @@ fn members_and_viewers_get_edit_and_view_by_role_binding_in_each_tenant_namespac
     let system: Vec<String> = ["kube-node-lease", "kube-public", "kube-system"]
         .map(String::from)
         .to_vec();
-    let objects = desired(&facts(&tcp, &system)).authentication.unwrap();
+    let objects = desired(&facts(&with, &system)).authentication.unwrap();
     assert!(
         bindings(&objects).iter().all(|r| r.0 == Kind::ClusterRoleBinding),
         "{objects:#?}"
     );
+    // Without `spec.authentication`, none of it (so the prune deletes what a tenant has of it).
+    let without = tcp("tenants", "cp").build();
+    let desired = desired(&facts(&without, &namespaces));
+    assert_eq!(desired.authentication, None);
+    assert!(desired.objects().all(|o| !o.key.name.starts_with("tenantplane:")));
 }
 
 #[test]
@@ -193,13 +197,4 @@ fn no_cluster_role_binding_gives_members_or_viewers_edit_or_view_and_the_old_one
         assert!(desired.objects().all(|o| o.key != old), "{old}");
         assert!(!desired.keeps(&old));
     }
-}
-
-#[test]
-fn without_authentication_no_role_or_binding_of_tenantplanes_groups_is_kept() {
-    let tcp = tcp("tenants", "cp").build();
-    let namespaces = cluster_namespaces();
-    let desired = desired(&facts(&tcp, &namespaces));
-    assert_eq!(desired.authentication, None);
-    assert!(desired.objects().all(|o| !o.key.name.starts_with("tenantplane:")));
 }
