@@ -448,6 +448,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     // writes would each cost one more, no-op, reconcile).
     let (users_changed, datastores_to_check) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (in_tenant_due, in_tenant_wakeups) = tokio::sync::mpsc::unbounded_channel();
+    ctx.in_tenant.wake_through(in_tenant_due.clone());
     let (tcp_store, tcp_events) = cached_watch(
         ctx.control_planes(),
         watcher_config(tcp_selector.as_deref()),
@@ -494,7 +495,8 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
 }
 
 /// The in-tenant phase over the TenantControlPlane cache, woken by `wakeups` (a changed
-/// [`in_tenant::fingerprint`]) and by its own periodic check, until `shutdown`; nothing when it is off.
+/// [`in_tenant::fingerprint`], a new namespace in a tenant) and by its own periodic check, until
+/// `shutdown`; nothing when it is off.
 fn in_tenant_controller(
     ctx: Arc<Context>,
     tcp_store: reflector::Store<TenantControlPlane>,

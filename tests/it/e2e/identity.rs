@@ -8,11 +8,12 @@ use std::{
     time::{Duration, Instant},
 };
 
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tenantplane::{auth::cluster, domain::Role};
 
-use super::{Stack, etcds, stack};
+use super::{Stack, etcds, stack, stack_with};
 use crate::api::tenant_id;
 
 const VERSION: &str = "v1.34.4";
@@ -313,6 +314,262 @@ async fn tenant_clusters_take_tenantplane_credentials_by_role_audience_and_tenan
     assert!(items.len() >= 3, "{}", audit.text);
     assert!(items.iter().all(|i| i["targetId"] == ids[0].as_str()));
     assert!(!audit.text.contains(minted["token"].as_str().unwrap()));
+    stack.stop().await;
+}
+
+/// The system ServiceAccount whose ClusterRole may `escalate` ClusterRoles.
+const AGGREGATOR: &str = "system:serviceaccount:kube-system:clusterrole-aggregation-controller";
+
+/// The user name `token` has in the tenant cluster (`kubectl auth whoami`).
+fn username(kubeconfig: &Path, token: &str, cache: &Path) -> String {
+    let out = kubectl(
+        kubeconfig,
+        token,
+        cache,
+        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs each check (what it tries, kubectl's arguments, the refusal it must print) once with `token`;
+/// a line for each that was not refused with exactly that message.
+fn not_refused(
+    kubeconfig: &Path,
+    token: &str,
+    cache: &Path,
+    checks: &[(&str, Vec<&str>, String)],
+) -> Vec<String> {
+    checks
+        .iter()
+        .filter_map(|(what, args, refusal)| {
+            let out = kubectl(kubeconfig, token, cache, args);
+            let refused = !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(refusal);
+            (!refused).then(|| format!("{what}: wanted {refusal:?}, got {}", text(&out)))
+        })
+        .collect()
+}
+
+/// Waits (a watch) until RoleBinding or ClusterRoleBinding `name` exists (`present`) or not.
+async fn binding_until<K>(api: kube::Api<K>, name: &str, present: bool) -> Option<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    // The in-tenant phase's periodic check is an hour in this test: only a namespace event wakes it.
+    let bound = Duration::from_secs(120);
+    let condition = move |object: Option<&K>| object.is_some() == present;
+    tokio::time::timeout(bound, kube::runtime::wait::await_condition(api, name, condition))
+        .await
+        .unwrap_or_else(|_| panic!("{name} present={present}: not within {bound:?}"))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_edit_only_the_tenants_own_namespaces_and_a_new_namespace_gets_their_bindings_on_its_event() {
+    // An hour between periodic checks: what happens after the first passes follows from events.
+    let stack = stack_with("e2e-rbac", 1, |settings| {
+        settings.in_tenant_resync = Duration::from_secs(3600);
+    })
+    .await;
+    let (_ca, etcd) = etcds("e2e-rbac", 1).await;
+    stack.pool("etcd").await;
+    stack
+        .etcd_datastore("etcd", &etcd[0], &format!("ca-{}", stack.id))
+        .await;
+    let body =
+        json!({"name": "web", "kubernetesVersion": VERSION, "replicas": 1, "datastore": {"pool": "etcd"}});
+    let id = stack.create(0, body).await["controlPlane"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    stack.ready(0, &id, VERSION).await;
+    let dir = tenantplane::runtime::scratch_dir("e2e-rbac").unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, stack.kubeconfig(0, &id).await).unwrap();
+    let slug = stack.tenants[0].slug.clone();
+    let (member, admin) = (stack.tenants[0].member.clone(), stack.tenants[0].admin.clone());
+    let viewer = stack.app.token(&slug, "tenant-viewer").await;
+    let (member_cache, viewer_cache, admin_cache) = (
+        dir.join("cache-member"),
+        dir.join("cache-viewer"),
+        dir.join("cache-admin"),
+    );
+
+    // Once the in-tenant phase has bound the groups, a member edits `default` and lists namespaces.
+    let can_deploy = ["auth", "can-i", "create", "deployments", "-n", "default"];
+    kubectl_until_ok(&kubeconfig, &member, &member_cache, &can_deploy).await;
+    let me = username(&kubeconfig, &member, &member_cache);
+    let deploy = kubectl(
+        &kubeconfig,
+        &member,
+        &member_cache,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=registry.k8s.io/pause:3.10",
+            "-n",
+            "default",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&deploy.stdout),
+        "deployment.apps/web created\n",
+        "{}",
+        text(&deploy)
+    );
+    let listed = kubectl(
+        &kubeconfig,
+        &member,
+        &member_cache,
+        &["get", "namespaces", "-o", "name"],
+    );
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("namespace/kube-system\n"),
+        "{}",
+        text(&listed)
+    );
+
+    // …and nothing in the system namespaces, nor RBAC: each refused with the API's 403.
+    let impersonate = format!(
+        "Error from server (Forbidden): serviceaccounts \"clusterrole-aggregation-controller\" is forbidden: User \"{me}\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"kube-system\""
+    );
+    let as_aggregator = format!("--as={AGGREGATOR}");
+    let everything = r#"[{"op": "add", "path": "/rules/-", "value": {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}}]"#;
+    let member_checks = vec![
+        (
+            "list kube-system's Secrets",
+            vec!["get", "secrets", "-n", "kube-system"],
+            format!(
+                "Error from server (Forbidden): secrets is forbidden: User \"{me}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\""
+            ),
+        ),
+        (
+            "impersonate a system ServiceAccount",
+            vec!["get", "clusterrole", "edit", "-o", "name", &as_aggregator],
+            impersonate.clone(),
+        ),
+        (
+            "request a token of kube-system/generic-garbage-collector",
+            vec![
+                "create",
+                "token",
+                "generic-garbage-collector",
+                "-n",
+                "kube-system",
+            ],
+            format!(
+                "error: failed to create token: serviceaccounts \"generic-garbage-collector\" is forbidden: User \"{me}\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"kube-system\""
+            ),
+        ),
+        (
+            "escalate ClusterRole edit as the aggregation controller",
+            vec![
+                "patch",
+                "clusterrole",
+                "edit",
+                "--type=json",
+                "-p",
+                everything,
+                &as_aggregator,
+            ],
+            impersonate.clone(),
+        ),
+        (
+            "bind itself cluster-admin",
+            vec![
+                "create",
+                "clusterrolebinding",
+                "e2e-mine",
+                "--clusterrole=cluster-admin",
+                "--group=tenantplane:members",
+            ],
+            format!(
+                "error: failed to create clusterrolebinding: clusterrolebindings.rbac.authorization.k8s.io is forbidden: User \"{me}\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
+            ),
+        ),
+    ];
+    let viewer_name = username(&kubeconfig, &viewer, &viewer_cache);
+    let viewer_checks = vec![(
+        "list kube-system's ConfigMaps",
+        vec!["get", "configmaps", "-n", "kube-system"],
+        format!(
+            "Error from server (Forbidden): configmaps is forbidden: User \"{viewer_name}\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"kube-system\""
+        ),
+    )];
+    let mut allowed = not_refused(&kubeconfig, &member, &member_cache, &member_checks);
+    allowed.extend(not_refused(&kubeconfig, &viewer, &viewer_cache, &viewer_checks));
+    assert!(allowed.is_empty(), "not refused:\n{}", allowed.join("\n\n"));
+    let read = kubectl(
+        &kubeconfig,
+        &viewer,
+        &viewer_cache,
+        &["get", "deployments", "-n", "default", "-o", "name"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout),
+        "deployment.apps/web\n",
+        "{}",
+        text(&read)
+    );
+
+    // A tenant upgraded from a version with cluster-wide member and viewer bindings loses them (here
+    // recreated as that version labelled them), at the next pass: the one a new namespace wakes.
+    let tenant = stack.tenant_client(0, &id).await;
+    let cluster_bindings = kube::Api::<ClusterRoleBinding>::all(tenant.clone());
+    for (group, role) in [("tenantplane:members", "edit"), ("tenantplane:viewers", "view")] {
+        let old: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": group, "labels": {"app.kubernetes.io/managed-by": "tenantplane", "tenantplane.io/in-tenant-phase": "authentication"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        }))
+        .unwrap();
+        cluster_bindings.create(&Default::default(), &old).await.unwrap();
+    }
+    let created = kubectl(
+        &kubeconfig,
+        &admin,
+        &admin_cache,
+        &["create", "namespace", "team-a"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&created.stdout),
+        "namespace/team-a created\n",
+        "{}",
+        text(&created)
+    );
+    let in_team_a = kube::Api::<RoleBinding>::namespaced(tenant.clone(), "team-a");
+    let bound = binding_until(in_team_a, "tenantplane:members", true)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            serde_json::to_value(&bound.role_ref).unwrap(),
+            serde_json::to_value(&bound.subjects).unwrap()
+        ),
+        (
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"}),
+            json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "tenantplane:members"}]),
+        )
+    );
+    for group in ["tenantplane:members", "tenantplane:viewers"] {
+        binding_until(cluster_bindings.clone(), group, false).await;
+    }
+    // The member's authorizer has the binding (the apiserver's cache), then its ConfigMap is created.
+    let can_write = ["auth", "can-i", "create", "configmaps", "-n", "team-a"];
+    kubectl_until_ok(&kubeconfig, &member, &member_cache, &can_write).await;
+    let written = kubectl(
+        &kubeconfig,
+        &member,
+        &member_cache,
+        &["create", "configmap", "e2e", "-n", "team-a"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&written.stdout),
+        "configmap/e2e created\n",
+        "{}",
+        text(&written)
+    );
     stack.stop().await;
 }
 

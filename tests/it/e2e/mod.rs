@@ -106,16 +106,26 @@ impl Drop for Stack {
 
 /// Starts a stack with `n` tenants.
 pub async fn stack(prefix: &str, n: usize) -> Stack {
-    start_stack(prefix, n, Controllers::Task).await
+    start_stack(prefix, n, Controllers::Task, |_| {}).await
+}
+
+/// Starts a stack with `n` tenants whose controller settings `tune` changes.
+pub async fn stack_with(prefix: &str, n: usize, tune: impl FnOnce(&mut ControllerSettings)) -> Stack {
+    start_stack(prefix, n, Controllers::Task, tune).await
 }
 
 /// Starts a stack with `n` tenants whose controllers run as a child process
 /// ([`Stack::kill_controller`], [`Stack::start_controller`]).
 pub async fn stack_with_controller_process(prefix: &str, n: usize) -> Stack {
-    start_stack(prefix, n, Controllers::Process).await
+    start_stack(prefix, n, Controllers::Process, |_| {}).await
 }
 
-async fn start_stack(prefix: &str, n: usize, controllers: Controllers) -> Stack {
+async fn start_stack(
+    prefix: &str,
+    n: usize,
+    controllers: Controllers,
+    tune: impl FnOnce(&mut ControllerSettings),
+) -> Stack {
     support::crds_installed();
     let kube = support::client().await;
     let app = spawn_app_with(Some(kube.clone())).await;
@@ -165,6 +175,7 @@ async fn start_stack(prefix: &str, n: usize, controllers: Controllers) -> Stack 
     settings.resync = Duration::from_secs(30);
     // The in-tenant phase's periodic check, short enough for the remediation tests.
     settings.in_tenant_resync = Duration::from_secs(10);
+    tune(&mut settings);
     let controller = match controllers {
         Controllers::Task => {
             tasks.push(spawn_controller(&kube, &settings));

@@ -88,7 +88,8 @@ pub async fn objects(
 }
 
 /// Deletes what the tenant holds of the phase's objects that no phase wants now (an addon removed from
-/// the spec), except what `desired` keeps.
+/// the spec), except what `desired` keeps, and forgets what was applied of objects no longer wanted (a
+/// binding whose namespace is gone).
 pub async fn prune(
     client: &kube::Client,
     desired: &Desired,
@@ -108,9 +109,7 @@ pub async fn prune(
         }
     });
     futures_util::future::try_join_all(deletes).await?;
-    for key in stale {
-        memo.remove(key);
-    }
+    memo.retain(|key, _| wanted.contains(key) || desired.keeps(key));
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::{
     apps::v1::{DaemonSet, Deployment},
-    core::v1::{ConfigMap, Secret},
+    core::v1::{ConfigMap, Namespace, Secret},
 };
 use kube::{
     Api, ResourceExt as _,
@@ -79,8 +79,26 @@ pub async fn inputs(ctx: &Context, tcp: &TenantControlPlane) -> Result<Inputs, E
     })
 }
 
+/// How long a watch in a tenant cluster may go without a byte: beyond the 290 s after which the
+/// tenant kube-apiserver ends a watch (kube's watcher default), so only a silent connection trips it.
+pub const WATCH_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(295);
+
 /// A client of the tenant cluster from its admin kubeconfig, with [`TENANT_TIMEOUT`] per call.
 pub async fn client(inputs: &Inputs) -> Result<kube::Client, Error> {
+    client_reading_within(inputs, TENANT_TIMEOUT).await
+}
+
+/// A client of the tenant cluster for a watch: [`TENANT_TIMEOUT`] to connect and write, and
+/// [`WATCH_READ_TIMEOUT`] to read.
+pub async fn watch_client(inputs: &Inputs) -> Result<kube::Client, Error> {
+    client_reading_within(inputs, WATCH_READ_TIMEOUT).await
+}
+
+/// A client from the admin kubeconfig whose reads time out after `read_timeout`.
+async fn client_reading_within(
+    inputs: &Inputs,
+    read_timeout: std::time::Duration,
+) -> Result<kube::Client, Error> {
     let invalid = |e: &dyn std::fmt::Display| Error::Invalid {
         reason: "TenantKubeconfigInvalid",
         message: format!("the admin kubeconfig cannot be used: {e}"),
@@ -90,9 +108,25 @@ pub async fn client(inputs: &Inputs) -> Result<kube::Client, Error> {
         .await
         .map_err(|e| invalid(&e))?;
     config.connect_timeout = Some(TENANT_TIMEOUT);
-    config.read_timeout = Some(TENANT_TIMEOUT);
+    config.read_timeout = Some(read_timeout);
     config.write_timeout = Some(TENANT_TIMEOUT);
     kube::Client::try_from(config).map_err(|e| invalid(&e))
+}
+
+/// The names of the tenant cluster's namespaces, but those being deleted (no binding can be created
+/// in one): one metadata-only list.
+pub async fn namespaces(client: &kube::Client) -> Result<Vec<String>, Error> {
+    let list = Api::<Namespace>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await?;
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+        .map(|ns| ns.name_any())
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 /// The in-tenant phase's objects in the tenant (labelled with a phase), with their `resourceVersion`:

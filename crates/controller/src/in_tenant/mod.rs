@@ -7,14 +7,17 @@
 //! status fields, under a field manager of its own).
 //!
 //! It runs while the tenant serves ([`serving`]) and forgets the tenant otherwise. Cost at scale: one
-//! kept client per tenant, no watch in any tenant cluster; a pass is woken by a change of what it
-//! depends on in the TenantControlPlane ([`fingerprint`]) or by the periodic check, and a pass with
-//! nothing to restore is nine metadata-only lists, three GETs and one list (and with
-//! `spec.authentication` a `GET /metrics`, whose reload lines give `status.authentication`).
+//! kept client per tenant, and with `spec.authentication` one metadata-only watch of the tenant's
+//! namespaces ([`namespace_watch`]); a pass is woken by a change of what it depends on in the
+//! TenantControlPlane ([`fingerprint`]), by a new namespace in the tenant, or by the periodic check
+//! (which also restores what was deleted or edited), and a pass with nothing to restore is nine
+//! metadata-only lists, three GETs and one list (and with `spec.authentication` a metadata-only list
+//! of the namespaces and a `GET /metrics`, whose reload lines give `status.authentication`).
 
 pub mod apply;
 pub mod build;
 pub mod fetch;
+pub mod namespace_watch;
 pub mod status;
 
 use std::{
@@ -28,10 +31,12 @@ use kube::{
     ResourceExt as _,
     runtime::{controller::Action, reflector::ObjectRef, watcher},
 };
+use tokio::sync::mpsc::UnboundedSender;
 
 use self::{
     apply::{Applied, Restored},
     build::{Facts, ObjectKey, status::NODE_JOIN_READY},
+    namespace_watch::NamespaceWatch,
 };
 use crate::{
     Context, Error,
@@ -43,11 +48,13 @@ pub const CONTROLLER: &str = "in-tenant";
 /// How soon a pass that found an unsigned token looks again (the bootstrapsigner takes a moment).
 pub const UNSIGNED_RECHECK: Duration = Duration::from_secs(2);
 
-/// What the phase keeps per tenant (`namespace/name`): its client and what it last applied there, and
-/// the last [`fingerprint`] seen of each TenantControlPlane.
+/// What the phase keeps per tenant (`namespace/name`): its client, what it last applied there and its
+/// namespace watch, and the last [`fingerprint`] seen of each TenantControlPlane.
 #[derive(Default)]
 pub struct Tenants {
     inner: std::sync::Mutex<Inner>,
+    /// Where namespace watches send the TenantControlPlane to pass over (the phase's queue).
+    wakeups: std::sync::OnceLock<UnboundedSender<ObjectRef<TenantControlPlane>>>,
 }
 
 #[derive(Default)]
@@ -62,6 +69,16 @@ struct Kept {
     admin_version: String,
     client: kube::Client,
     applied: HashMap<ObjectKey, Applied>,
+    /// The watch of the tenant's namespaces, while `spec.authentication` is set (stopped when dropped).
+    namespace_watch: Option<NamespaceWatch>,
+}
+
+/// A serving tenant as a pass finds it: its client, what was last applied through it, and its
+/// namespaces (only read with `spec.authentication`).
+struct Tenant {
+    client: kube::Client,
+    applied: HashMap<ObjectKey, Applied>,
+    namespaces: Vec<String>,
 }
 
 impl std::fmt::Debug for Tenants {
@@ -74,6 +91,41 @@ impl Tenants {
     /// Forgets a tenant's client and what was applied (a later pass applies everything again).
     pub fn forget(&self, key: &str) {
         self.lock().kept.remove(key);
+    }
+
+    /// Sends the wakeups of the tenants' namespace watches to `wakeups`: without it none is started.
+    pub fn wake_through(&self, wakeups: UnboundedSender<ObjectRef<TenantControlPlane>>) {
+        let _ = self.wakeups.set(wakeups);
+    }
+
+    /// Whether kept tenant `key` should have a namespace watch started: wakeups go somewhere, and it
+    /// has none.
+    fn lacks_namespace_watch(&self, key: &str) -> bool {
+        self.wakeups.get().is_some()
+            && self
+                .lock()
+                .kept
+                .get(key)
+                .is_some_and(|kept| kept.namespace_watch.is_none())
+    }
+
+    /// Starts watching the namespaces of kept tenant `key` (TenantControlPlane `tcp`) with `client`,
+    /// having read `known`.
+    fn watch_namespaces(&self, key: &str, tcp: &TenantControlPlane, client: kube::Client, known: &[String]) {
+        let Some(wake) = self.wakeups.get() else {
+            return;
+        };
+        if let Some(kept) = self.lock().kept.get_mut(key) {
+            let watch = namespace_watch::start(client, ObjectRef::from_obj(tcp), known, wake.clone());
+            kept.namespace_watch = Some(watch);
+        }
+    }
+
+    /// Stops the namespace watch of kept tenant `key`, if any.
+    fn stop_watching_namespaces(&self, key: &str) {
+        if let Some(kept) = self.lock().kept.get_mut(key) {
+            kept.namespace_watch = None;
+        }
     }
 
     /// How many tenants have a kept client.
@@ -212,9 +264,16 @@ async fn pass(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> 
         return Ok(Action::await_change());
     }
     let inputs = fetch::inputs(ctx, tcp).await?;
-    let facts = facts(tcp, ctx, &inputs.ca_cert);
-    let desired = build::desired(&facts);
-    let outcome = sync(ctx, &key, &inputs, &desired).await;
+    let tenant = connect(ctx, tcp, &key, &inputs).await;
+    let namespaces = tenant
+        .as_ref()
+        .map(|t| t.namespaces.as_slice())
+        .unwrap_or_default();
+    let desired = build::desired(&facts(tcp, ctx, &inputs.ca_cert, namespaces));
+    let outcome = match tenant {
+        Ok(tenant) => sync(ctx, &key, tenant, &desired).await,
+        Err(err) => Err(err),
+    };
     let report = build::status::report(
         tcp,
         &desired,
@@ -245,8 +304,13 @@ async fn pass(tcp: &TenantControlPlane, ctx: &Context) -> Result<Action, Error> 
     }))
 }
 
-/// What the build reads, for `tcp` (only called while it serves).
-fn facts<'a>(tcp: &'a TenantControlPlane, ctx: &Context, ca_cert: &'a str) -> Facts<'a> {
+/// What the build reads, for `tcp` (only called while it serves) with the tenant's `namespaces`.
+fn facts<'a>(
+    tcp: &'a TenantControlPlane,
+    ctx: &Context,
+    ca_cert: &'a str,
+    namespaces: &'a [String],
+) -> Facts<'a> {
     let status = tcp.status.as_ref();
     Facts {
         tcp,
@@ -260,17 +324,50 @@ fn facts<'a>(tcp: &'a TenantControlPlane, ctx: &Context, ca_cert: &'a str) -> Fa
             .and_then(|v| v.version.as_deref())
             .unwrap_or_default(),
         key_algorithm: ctx.settings.workload.key_algorithm,
+        namespaces,
     }
+}
+
+/// The tenant's kept client and what was applied through it; with `spec.authentication` also its
+/// namespaces (the only build input read from the tenant), watched from now on for new ones.
+async fn connect(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    key: &str,
+    inputs: &fetch::Inputs,
+) -> Result<Tenant, Error> {
+    let (client, applied) = kept_client(ctx, key, inputs).await?;
+    if tcp.spec.authentication.is_none() {
+        ctx.in_tenant.stop_watching_namespaces(key);
+        return Ok(Tenant {
+            client,
+            applied,
+            namespaces: Vec::new(),
+        });
+    }
+    let namespaces = fetch::namespaces(&client).await?;
+    if ctx.in_tenant.lacks_namespace_watch(key) {
+        let watch_client = fetch::watch_client(inputs).await?;
+        ctx.in_tenant
+            .watch_namespaces(key, tcp, watch_client, &namespaces);
+    }
+    Ok(Tenant {
+        client,
+        applied,
+        namespaces,
+    })
 }
 
 /// Checks the tenant and applies what it lacks; what it then holds, and what was restored.
 async fn sync(
     ctx: &Context,
     key: &str,
-    inputs: &fetch::Inputs,
+    tenant: Tenant,
     desired: &build::Desired,
 ) -> Result<(build::status::Found, Vec<(ObjectKey, Restored)>), Error> {
-    let (client, mut applied) = kept_client(ctx, key, inputs).await?;
+    let Tenant {
+        client, mut applied, ..
+    } = tenant;
     let present = fetch::present(&client).await?;
     let objects: Vec<&build::TenantObject> = desired.objects().collect();
     let result = match apply::objects(&client, &objects, &present, &mut applied).await {
@@ -314,6 +411,7 @@ async fn kept_client(
             admin_version: inputs.admin_version.clone(),
             client: client.clone(),
             applied: HashMap::new(),
+            namespace_watch: None,
         },
     );
     Ok((client, HashMap::new()))

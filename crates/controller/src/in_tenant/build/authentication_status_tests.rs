@@ -285,6 +285,7 @@ fn the_phase_report_carries_the_authentication_status_reads_back_unchanged_and_d
         ca_cert: "",
         version: "v1.34.4",
         key_algorithm: KeyAlgorithm::EcdsaP256,
+        namespaces: &[],
     });
     let found = Found {
         authentication_metrics: Some(REFUSED.into()),

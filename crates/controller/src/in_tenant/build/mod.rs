@@ -4,10 +4,10 @@
 //! `kube-system/kubelet-config` and the Roles that let nodes read them), [`bootstrap_token`]
 //! (`kube-public/cluster-info`, its Role for `system:anonymous`, and the node-bootstrap bindings), and
 //! the addons present in `spec.addons`: [`coredns`], [`kube_proxy`] and [`konnectivity`]'s agents, and
-//! with `spec.authentication` the [`authentication`] role bindings (and [`authentication_status`], what
-//! the tenant kube-apiserver loaded of it). Each object carries
-//! [`PHASE_LABEL`] naming its phase, which is how an object left behind (an addon removed from the
-//! spec) is found and deleted.
+//! with `spec.authentication` the [`authentication`] roles and bindings, members' and viewers' in each
+//! of the tenant's namespaces (and [`authentication_status`], what the tenant kube-apiserver loaded of
+//! it). Each object carries [`PHASE_LABEL`] naming its phase, which is how an object left behind (an
+//! addon removed from the spec, a binding no namespace wants) is found and deleted.
 
 pub mod authentication;
 pub mod authentication_status;
@@ -21,6 +21,8 @@ pub mod upload_config;
 
 #[cfg(test)]
 mod authentication_status_tests;
+#[cfg(test)]
+mod authentication_tests;
 #[cfg(test)]
 mod tests;
 
@@ -40,6 +42,8 @@ use crate::{MANAGED_BY_LABEL, k8s::crd::TenantControlPlane, pki::KeyAlgorithm};
 pub const KUBE_SYSTEM: &str = "kube-system";
 /// `kube-public`.
 pub const KUBE_PUBLIC: &str = "kube-public";
+/// `kube-node-lease`.
+pub const KUBE_NODE_LEASE: &str = "kube-node-lease";
 /// The group kubeadm's bootstrap tokens authenticate as.
 pub const BOOTSTRAPPERS: &str = "system:bootstrappers:kubeadm:default-node-token";
 /// The group of nodes with their own client certificate.
@@ -211,6 +215,8 @@ pub struct Facts<'a> {
     pub version: &'a str,
     /// The key algorithm of its certificates.
     pub key_algorithm: KeyAlgorithm,
+    /// The tenant cluster's namespaces, but those being deleted (only read with `spec.authentication`).
+    pub namespaces: &'a [String],
 }
 
 impl Facts<'_> {
@@ -233,7 +239,7 @@ pub struct Desired {
     pub kube_proxy: Option<Vec<TenantObject>>,
     /// The Konnectivity agents' objects, when `spec.addons.konnectivity` is set.
     pub konnectivity: Option<Vec<TenantObject>>,
-    /// The role bindings of Tenantplane's groups, when `spec.authentication` is set.
+    /// The roles and role bindings of Tenantplane's groups, when `spec.authentication` is set.
     pub authentication: Option<Vec<TenantObject>>,
     /// Why `kube-system/kubelet-config` was left out: a configurationJSONPatches entry that does not apply.
     pub kubelet_error: Option<kubelet::PatchFailure>,
@@ -279,7 +285,7 @@ pub fn desired(facts: &Facts<'_>) -> Desired {
             .spec
             .authentication
             .as_ref()
-            .map(|_| labelled(authentication::objects(), "authentication")),
+            .map(|_| labelled(authentication::objects(facts.namespaces), "authentication")),
         kubelet_error,
     }
 }

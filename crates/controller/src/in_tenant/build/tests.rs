@@ -23,6 +23,7 @@ fn facts(tcp: &TenantControlPlane) -> Facts<'_> {
         ca_cert: CA,
         version: "v1.34.4",
         key_algorithm: KeyAlgorithm::EcdsaP256,
+        namespaces: &[],
     }
 }
 
@@ -638,53 +639,4 @@ fn konnectivity_agents_dial_the_endpoint_host_with_a_token_for_the_servers_audie
     assert!(args.contains(&"--proxy-server-host=fd00::7"), "{args:?}");
     assert!(args.contains(&"--proxy-server-port=9132"), "{args:?}");
     assert_eq!(args.last(), Some(&"--v=2"));
-}
-
-#[test]
-fn authentication_binds_tenantplanes_groups_to_the_builtin_roles_only_while_it_is_set() {
-    let without = tcp("tenants", "cp").build();
-    let desired_without = desired(&facts(&without));
-    assert_eq!(desired_without.authentication, None);
-    assert!(
-        desired_without
-            .objects()
-            .all(|o| !o.key.name.starts_with("tenantplane:"))
-    );
-
-    let with = tcp("tenants", "cp").spec("authentication", json!({})).build();
-    let desired = desired(&facts(&with));
-    let objects = desired.authentication.clone().unwrap();
-    let g = |n: &str| vec![("Group".to_string(), n.to_string())];
-    let crb = |name: &str, role: &str| {
-        (
-            Kind::ClusterRoleBinding,
-            String::new(),
-            name.to_string(),
-            role.to_string(),
-            g(name),
-        )
-    };
-    assert_eq!(
-        bindings(&objects),
-        vec![
-            crb("tenantplane:admins", "cluster-admin"),
-            crb("tenantplane:members", "edit"),
-            crb("tenantplane:viewers", "view"),
-        ]
-    );
-    for o in &objects {
-        assert_eq!(o.body["metadata"]["labels"][PHASE_LABEL], "authentication");
-        assert_eq!(
-            o.body["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "tenantplane"
-        );
-        assert_eq!(o.body["roleRef"]["kind"], "ClusterRole");
-        assert_eq!(o.body["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
-        assert!(o.body["metadata"].get("namespace").is_none());
-    }
-    // They are among the objects applied (and so restored when deleted or edited), and once
-    // `spec.authentication` is gone they are among none, so the prune deletes them.
-    let applied: Vec<&ObjectKey> = desired.objects().map(|o| &o.key).collect();
-    assert!(objects.iter().all(|o| applied.contains(&&o.key)));
-    assert!(objects.iter().all(|o| !desired_without.keeps(&o.key)));
 }
