@@ -2,7 +2,8 @@
 //! alternative-datastore `--set` lines render the DataStore they describe, the values schema rejects
 //! typos, the chart installs into the shared kube-apiserver with every object present, serve and the
 //! worker are granted exactly what they use (the installed worker, impersonated, applies tenant namespaces
-//! with its labels and nothing else), and the compose file wires its services with healthchecks.
+//! with its labels and nothing else), serve's NetworkPolicy admits tenant control planes to the credential
+//! issuer's port, and the compose file wires its services with healthchecks.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -803,6 +804,94 @@ fn serve_and_the_worker_are_granted_exactly_what_they_use() {
         !off.iter()
             .any(|d| kind_of(d).starts_with("ValidatingAdmissionPolicy")),
         "worker.namespacePolicy=false renders no policy"
+    );
+}
+
+/// The credential issuer's values, which open serve's https port.
+const ISSUER: &[&str] = &[
+    "networkPolicy.enabled=true",
+    "serve.credentialIssuer.enabled=true",
+    "serve.credentialIssuer.url=https://tp.example.com/credentials",
+    "serve.credentialIssuer.tlsSecret=issuer-tls",
+];
+
+/// The `ingress` of serve's NetworkPolicy rendered with `extra`.
+fn serve_ingress(extra: &[&str]) -> Value {
+    let docs = render(extra);
+    let policy = object(&docs, "NetworkPolicy", "tp-tenantplane-serve");
+    assert_eq!(
+        (&policy["spec"]["podSelector"], &policy["spec"]["policyTypes"]),
+        (
+            &yaml(
+                "matchLabels: {app.kubernetes.io/name: tenantplane, app.kubernetes.io/instance: tp, app.kubernetes.io/component: serve}"
+            ),
+            &yaml("[Ingress]")
+        )
+    );
+    policy["spec"]["ingress"].clone()
+}
+
+#[test]
+fn the_serve_network_policy_admits_tenant_control_planes_to_the_issuer_port() {
+    // The issuer's port is serve's container port `https`, which its Service targets.
+    let docs = render(&sets(ISSUER));
+    let serve = object(&docs, "Deployment", "tp-tenantplane-serve");
+    assert_eq!(
+        serve["spec"]["template"]["spec"]["containers"][0]["ports"],
+        yaml(
+            "[{name: http, containerPort: 8080, protocol: TCP}, {name: https, containerPort: 8443, protocol: TCP}]"
+        )
+    );
+    assert_eq!(
+        object(&docs, "Service", "tp-tenantplane-serve")["spec"]["ports"][1],
+        yaml("{name: https, port: 8443, targetPort: https, protocol: TCP}")
+    );
+
+    // Tenant kube-apiservers: TenantControlPlane pods in the namespaces the worker labels.
+    assert_eq!(
+        serve_ingress(&sets(ISSUER)),
+        yaml(
+            "
+            - ports: [{port: http, protocol: TCP}]
+            - ports: [{port: https, protocol: TCP}]
+              from:
+                - namespaceSelector: {matchLabels: {app.kubernetes.io/managed-by: tenantplane}}
+                  podSelector:
+                    matchLabels: {kamaji.clastix.io/component: deployment}
+                    matchExpressions: [{key: kamaji.clastix.io/name, operator: Exists}]
+            "
+        )
+    );
+
+    // Extra issuer peers join that rule only; the API's peers restrict http only.
+    let mut extra = sets(ISSUER);
+    extra.extend([
+        "--set-json",
+        r#"networkPolicy.issuerIngressFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]"#,
+        "--set-json",
+        r#"networkPolicy.apiIngressFrom=[{"ipBlock":{"cidr":"198.51.100.0/24"}}]"#,
+    ]);
+    assert_eq!(
+        serve_ingress(&extra),
+        yaml(
+            "
+            - ports: [{port: http, protocol: TCP}]
+              from: [{ipBlock: {cidr: 198.51.100.0/24}}]
+            - ports: [{port: https, protocol: TCP}]
+              from:
+                - namespaceSelector: {matchLabels: {app.kubernetes.io/managed-by: tenantplane}}
+                  podSelector:
+                    matchLabels: {kamaji.clastix.io/component: deployment}
+                    matchExpressions: [{key: kamaji.clastix.io/name, operator: Exists}]
+                - ipBlock: {cidr: 192.0.2.0/24}
+            "
+        )
+    );
+
+    // Without the issuer there is no https port, and only http is admitted.
+    assert_eq!(
+        serve_ingress(&sets(&["networkPolicy.enabled=true"])),
+        yaml("[{ports: [{port: http, protocol: TCP}]}]")
     );
 }
 
