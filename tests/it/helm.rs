@@ -750,8 +750,12 @@ fn serve_and_the_worker_are_granted_exactly_what_they_use() {
             "{component} has no other grant"
         );
     }
+}
 
-    // The worker's patch of namespaces is held to tenant namespaces and its own labels.
+#[test]
+fn the_worker_namespace_policy_matches_the_worker_alone_and_the_namespace_template() {
+    // The worker's create and patch of namespaces are held to tenant namespaces and its own labels.
+    let docs = render(&[]);
     let policy = object(
         &docs,
         "ValidatingAdmissionPolicy",
@@ -956,92 +960,54 @@ async fn enforced(api: &Api<Namespace>, policy: &str) -> (u16, String) {
     }
 }
 
-#[tokio::test]
-async fn the_installed_worker_may_only_apply_tenant_namespaces_with_its_labels() {
-    support::crds_installed();
-    let kubeconfig = support::cluster().kube.kubeconfig_path().display().to_string();
-    let release = support::unique("tp");
-    let namespace = support::unique("helm-rbac");
-    let prefix = support::unique("hw");
-    let template = format!(r#"worker.namespaceTemplate="{prefix}-{{tenant}}""#);
-    let chart = chart();
-    let (ok, out, err) = helm(&[
-        "install",
-        &release,
-        &chart,
-        "--kubeconfig",
-        &kubeconfig,
-        "--namespace",
-        &namespace,
-        "--create-namespace",
-        "--skip-crds",
-        "--no-hooks",
-        "--timeout",
-        "60s",
-        "--set-json",
-        &template,
-    ]);
-    assert!(ok, "helm install failed: {out}{err}");
-    let worker = format!("system:serviceaccount:{namespace}:{release}-tenantplane-worker");
-    let as_worker: Api<Namespace> = Api::all(client_as(&worker).await);
-    let policy = format!("{release}-tenantplane-worker-namespaces");
+/// What the policy answers when it refuses the worker's write of namespace `name` because `why`.
+fn denied(policy: &str, name: &str, why: &str) -> (u16, String) {
+    (
+        422,
+        format!(
+            "namespaces \"{name}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding \
+             '{policy}' denied request: {why}"
+        ),
+    )
+}
 
-    // Another namespace: refused (dry run, so a missing policy would change nothing).
-    let (code, message) = enforced(&as_worker, &policy).await;
-    assert_eq!(
-        (code, message),
-        (
-            422,
-            format!(
-                "namespaces \"default\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding \
-                 '{policy}' denied request: the worker may only write tenant namespaces ({prefix}-{{tenant}})"
-            )
-        )
-    );
-
-    // A tenant namespace with the worker's labels: created by the apply, then applied again.
-    let tenant = format!("{prefix}-acme");
-    for _ in 0..2 {
-        worker_apply(&as_worker, &tenant_namespace(&tenant, &[], &[]), false)
-            .await
-            .unwrap();
-    }
-    // In it, the worker applies, reads and deletes a TenantControlPlane (the apply creates it).
-    let tcps: Api<TenantControlPlane> = Api::namespaced(client_as(&worker).await, &tenant);
+/// As `worker`, applies the sample TenantControlPlane into namespace `tenant` (the apply creates it),
+/// reads it back and deletes it.
+async fn worker_round_trips_a_tcp(worker: &str, tenant: &str) {
+    let tcps: Api<TenantControlPlane> = Api::namespaced(client_as(worker).await, tenant);
     let sample = std::fs::read_to_string(repo().join("config/samples/tenantcontrolplane.yaml")).unwrap();
     let mut tcp: TenantControlPlane = serde_yaml::from_str(&sample).unwrap();
-    tcp.metadata.namespace = Some(tenant.clone());
+    tcp.metadata.namespace = Some(tenant.to_string());
     let apply = PatchParams::apply(tenantplane::k8s::FIELD_MANAGER).force();
     tcps.patch("tenant-00", &apply, &Patch::Apply(&tcp))
         .await
         .unwrap();
     tcps.get("tenant-00").await.unwrap();
     tcps.delete("tenant-00", &Default::default()).await.unwrap();
+}
 
-    // Any other label or annotation: refused.
-    let refused = |why: &str| {
-        Err((
-            422,
-            format!(
-                "namespaces \"{tenant}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding \
-                 '{policy}' denied request: {why}"
-            ),
-        ))
-    };
+/// The worker (`as_worker`, user `worker`) may set no other label nor an annotation on its tenant
+/// namespace, may not read it (RBAC), nor create a namespace of another name (dry runs).
+async fn assert_worker_held(as_worker: &Api<Namespace>, worker: &str, tenant: &str, policy: &str) {
     let privileged = [("pod-security.kubernetes.io/enforce", "privileged")];
     assert_eq!(
-        worker_apply(&as_worker, &tenant_namespace(&tenant, &privileged, &[]), true).await,
-        refused(
+        worker_apply(as_worker, &tenant_namespace(tenant, &privileged, &[]), true).await,
+        Err(denied(
+            policy,
+            tenant,
             "the worker may only set its own labels (app.kubernetes.io/managed-by, tenantplane.io/tenant)"
-        )
+        ))
     );
     let selector = [("scheduler.alpha.kubernetes.io/node-selector", "pool=x")];
     assert_eq!(
-        worker_apply(&as_worker, &tenant_namespace(&tenant, &[], &selector), true).await,
-        refused("the worker may change nothing of a namespace but its own labels")
+        worker_apply(as_worker, &tenant_namespace(tenant, &[], &selector), true).await,
+        Err(denied(
+            policy,
+            tenant,
+            "the worker may change nothing of a namespace but its own labels"
+        ))
     );
-    // It may not read namespaces (RBAC), nor create one by any other name (the policy).
-    match as_worker.get(&tenant).await {
+    match as_worker.get(tenant).await {
         Err(kube::Error::Api(s)) => assert_eq!(
             (s.code, s.message),
             (
@@ -1054,25 +1020,64 @@ async fn the_installed_worker_may_only_apply_tenant_namespaces_with_its_labels()
         ),
         other => panic!("the worker read a namespace: {other:?}"),
     }
-    let other = tenant_namespace(&format!("x{prefix}-acme"), &[], &[]);
+    let name = format!("x{tenant}");
     let dry_run = PostParams {
         dry_run: true,
         ..PostParams::default()
     };
-    match as_worker.create(&dry_run, &other).await {
+    let template = tenant.replace("-acme", "-{tenant}");
+    match as_worker
+        .create(&dry_run, &tenant_namespace(&name, &[], &[]))
+        .await
+    {
         Err(kube::Error::Api(s)) => assert_eq!(
             (s.code, s.message),
-            (
-                422,
-                format!(
-                    "namespaces \"x{prefix}-acme\" is forbidden: ValidatingAdmissionPolicy '{policy}' with \
-                     binding '{policy}' denied request: the worker may only write tenant namespaces \
-                     ({prefix}-{{tenant}})"
-                )
+            denied(
+                policy,
+                &name,
+                &format!("the worker may only write tenant namespaces ({template})")
             )
         ),
         other => panic!("the worker created a namespace: {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn the_installed_worker_may_only_apply_tenant_namespaces_with_its_labels() {
+    support::crds_installed();
+    let kubeconfig = support::cluster().kube.kubeconfig_path().display().to_string();
+    let (release, namespace) = (support::unique("tp"), support::unique("helm-rbac"));
+    let prefix = support::unique("hw");
+    let template = format!(r#"worker.namespaceTemplate="{prefix}-{{tenant}}""#);
+    let chart = chart();
+    let on = ["--kubeconfig", &kubeconfig, "--namespace", &namespace];
+    let mut install = vec!["install", &release, &chart, "--create-namespace", "--skip-crds"];
+    install.extend(["--no-hooks", "--timeout", "60s", "--set-json", &template]);
+    let (ok, out, err) = helm(&[&install[..], &on].concat());
+    assert!(ok, "helm install failed: {out}{err}");
+    let worker = format!("system:serviceaccount:{namespace}:{release}-tenantplane-worker");
+    let as_worker: Api<Namespace> = Api::all(client_as(&worker).await);
+    let policy = format!("{release}-tenantplane-worker-namespaces");
+
+    // Another namespace: refused (dry run, so a missing policy would change nothing).
+    assert_eq!(
+        enforced(&as_worker, &policy).await,
+        denied(
+            &policy,
+            "default",
+            &format!("the worker may only write tenant namespaces ({prefix}-{{tenant}})")
+        )
+    );
+    // A tenant namespace with the worker's labels: created by the apply, then applied again; in it a
+    // TenantControlPlane is applied, read and deleted.
+    let tenant = format!("{prefix}-acme");
+    for _ in 0..2 {
+        worker_apply(&as_worker, &tenant_namespace(&tenant, &[], &[]), false)
+            .await
+            .unwrap();
+    }
+    worker_round_trips_a_tcp(&worker, &tenant).await;
+    assert_worker_held(&as_worker, &worker, &tenant, &policy).await;
 
     // Others are not held by the policy: the admin labels the tenant namespace.
     let admin: Api<Namespace> = Api::all(support::client().await);
@@ -1082,15 +1087,7 @@ async fn the_installed_worker_may_only_apply_tenant_namespaces_with_its_labels()
         .await
         .unwrap();
 
-    let (ok, _, err) = helm(&[
-        "uninstall",
-        &release,
-        "--kubeconfig",
-        &kubeconfig,
-        "--namespace",
-        &namespace,
-        "--no-hooks",
-    ]);
+    let (ok, _, err) = helm(&[&["uninstall", &release, "--no-hooks"][..], &on].concat());
     assert!(ok, "helm uninstall failed: {err}");
     for ns in [&namespace, &tenant] {
         let (ok, _, err) = kubectl(&["delete", "namespace", ns, "--wait=false"], None);
