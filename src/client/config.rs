@@ -96,7 +96,8 @@ pub struct Session {
 }
 
 impl Session {
-    /// From the environment and the config file; `tenant` is `--tenant` (or `TENANTPLANE_TENANT`).
+    /// From the environment and the config file; `tenant` is `--tenant` (or `TENANTPLANE_TENANT`). The
+    /// file's token goes only to the origin of the file's URL ([`super::origin::check_saved`]).
     pub fn load(tenant: Option<String>) -> Result<Session> {
         let file = Config::load(&path()?)?;
         let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
@@ -105,8 +106,15 @@ impl Session {
                 "not logged in: run `tenantplane login --url URL --token TOKEN`, or set {ENV_URL} and {ENV_TOKEN}"
             ))
         };
-        let url = env(ENV_URL).or(file.url).ok_or_else(not_logged_in)?;
-        let token = env(ENV_TOKEN).or(file.token).ok_or_else(not_logged_in)?;
+        let url = env(ENV_URL).or(file.url.clone()).ok_or_else(not_logged_in)?;
+        let token = match env(ENV_TOKEN) {
+            Some(token) => token,
+            None => {
+                let token = file.token.ok_or_else(not_logged_in)?;
+                super::origin::check_saved(&url, file.url.as_deref())?;
+                token
+            }
+        };
         Ok(Session {
             api: Api::new(&url, Secret::new(token))?,
             tenant: tenant.filter(|t| !t.is_empty()).or(file.tenant),

@@ -17,6 +17,7 @@ use super::{
     config::{self, Config, ENV_TOKEN, ENV_URL},
     error::{ApiProblem, ClientError, Result},
     http::Api,
+    origin,
 };
 use crate::secret::Secret;
 
@@ -28,7 +29,8 @@ pub const MAX_MARGIN: Duration = Duration::seconds(60);
 /// `tenantplane credential`.
 #[derive(Debug, clap::Args)]
 pub struct CredentialArgs {
-    /// The API's base URL (…/api/v1); wins over TENANTPLANE_URL and the URL `login` saved.
+    /// The API's base URL (…/api/v1); wins over TENANTPLANE_URL and the URL `login` saved. The token
+    /// `login` saved is sent only to the origin (scheme, host, port) it was saved for.
     #[arg(long)]
     url: Option<String>,
     /// Tenant slug.
@@ -138,7 +140,8 @@ impl CredentialArgs {
 }
 
 /// The URL (`--url`, else `TENANTPLANE_URL`, else the config file's) and the Tenantplane token
-/// (`TENANTPLANE_TOKEN`, else the config file's); `file` is read only when one of them is missing.
+/// (`TENANTPLANE_TOKEN`, else the config file's). `file` is read only when one of them is missing; the
+/// file's token goes only to the origin of the file's URL ([`origin::check_saved`]).
 pub fn resolve(
     url: Option<&str>,
     env: impl Fn(&str) -> Option<String>,
@@ -149,23 +152,30 @@ pub fn resolve(
         .filter(|u| !u.is_empty())
         .map(str::to_string)
         .or_else(|| set(ENV_URL));
-    let token = set(ENV_TOKEN);
-    let (url, token) = match (url, token) {
-        (Some(url), Some(token)) => (Some(url), Some(token)),
-        (url, token) => {
-            let file = file()?;
-            (url.or(file.url), token.or(file.token))
-        }
-    };
     let not_logged_in = |what: &str| {
         ClientError::NotLoggedIn(format!(
             "no {what}: run `tenantplane login --url URL --token TOKEN`, or set {ENV_TOKEN}"
         ))
     };
-    let url = url.ok_or_else(|| not_logged_in("API URL (--url)"))?;
-    let token = token
+    if let Some(token) = set(ENV_TOKEN) {
+        let url = match url {
+            Some(url) => url,
+            None => file()?.url.ok_or_else(|| not_logged_in("API URL (--url)"))?,
+        };
+        return Ok((url, Secret::new(token)));
+    }
+    let file = file()?;
+    let token = file
+        .token
         .filter(|t| !t.is_empty())
         .ok_or_else(|| not_logged_in("Tenantplane token"))?;
+    let url = match url {
+        Some(url) => {
+            origin::check_saved(&url, file.url.as_deref())?;
+            url
+        }
+        None => file.url.ok_or_else(|| not_logged_in("API URL (--url)"))?,
+    };
     Ok((url, Secret::new(token)))
 }
 
@@ -517,10 +527,28 @@ mod tests {
             (url.as_str(), token.expose().as_str()),
             ("http://flag", "env-token")
         );
-        let (url, token) = resolve(Some("http://flag"), env(&[]), file).unwrap();
+        // The saved token goes to the origin of the saved URL only.
+        let (url, token) = resolve(Some("http://file/other"), env(&[]), file).unwrap();
         assert_eq!(
             (url.as_str(), token.expose().as_str()),
-            ("http://flag", "file-token")
+            ("http://file/other", "file-token")
+        );
+        let err = resolve(Some("http://flag"), env(&[]), file).unwrap_err();
+        assert_eq!(
+            (err.exit_code(), err.to_string()),
+            (
+                4,
+                "refusing to send the saved Tenantplane token to http://flag:80: it was saved for \
+                 http://file:80 and is sent there only; if you trust http://flag:80, log in to it: \
+                 `tenantplane login --url http://flag:80 --token TOKEN`"
+                    .to_string()
+            )
+        );
+        let err = resolve(None, env(&[("TENANTPLANE_URL", "http://env")]), file).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("refusing to send the saved Tenantplane token to http://env:80: "),
+            "{err}"
         );
         let (url, _) = resolve(None, env(&[("TENANTPLANE_TOKEN", "env-token")]), file).unwrap();
         assert_eq!(url, "http://file/api/v1");

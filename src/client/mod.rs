@@ -12,6 +12,7 @@ pub mod join_token;
 pub mod kubeconfig;
 pub mod login;
 pub mod op;
+pub mod origin;
 pub mod output;
 pub mod progress;
 

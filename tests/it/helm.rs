@@ -1,21 +1,27 @@
 //! The Helm chart `charts/tenantplane` and `docker-compose.yml`: `helm lint` is clean, upstream Kamaji's
 //! alternative-datastore `--set` lines render the DataStore they describe, the values schema rejects
-//! typos, the chart installs into the shared kube-apiserver with every object present, and the compose
-//! file wires its services with healthchecks.
+//! typos, the chart installs into the shared kube-apiserver with every object present, serve and the
+//! worker are granted exactly what they use (the installed worker, impersonated, applies tenant namespaces
+//! with its labels and nothing else), serve's NetworkPolicy admits tenant control planes to the credential
+//! issuer's port, and the compose file wires its services with healthchecks.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
     process::Command,
     sync::OnceLock,
 };
 
-use kube::Api;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
 use serde::Deserialize as _;
 use serde_yaml::Value;
 use tenantplane::k8s::crd::{
     BasicAuth, CertificateAuthority, ClientCertificate, ContentRef, DataStore, Driver, SecretReference,
-    TlsConfig,
+    TenantControlPlane, TlsConfig,
 };
 use tenantplane_devenv::localenv;
 
@@ -657,6 +663,436 @@ async fn chart_installs_into_the_test_cluster_with_every_object_present() {
     assert!(ok, "helm uninstall failed: {err}");
     let (ok, _, err) = kubectl(&["delete", "namespace", &namespace, "--wait=false"], None);
     assert!(ok, "{err}");
+}
+
+/// The rendered object of `kind` named `name`.
+fn object<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind_of(d) == kind && name_of(d) == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+/// `(binding kind, binding name, role kind, role name)` of every binding whose subjects include
+/// ServiceAccount `account`.
+fn bindings_of(docs: &[Value], account: &str) -> Vec<(String, String, String, String)> {
+    docs.iter()
+        .filter(|d| matches!(kind_of(d), "ClusterRoleBinding" | "RoleBinding"))
+        .filter(|d| {
+            d["subjects"].as_sequence().is_some_and(|s| {
+                s.iter()
+                    .any(|s| s["kind"] == "ServiceAccount" && s["name"] == account)
+            })
+        })
+        .map(|d| {
+            let text = |v: &Value| v.as_str().unwrap().to_string();
+            (
+                kind_of(d).to_string(),
+                name_of(d).to_string(),
+                text(&d["roleRef"]["kind"]),
+                text(&d["roleRef"]["name"]),
+            )
+        })
+        .collect()
+}
+
+/// `(expression, message)` of each validation of the worker's namespace policy in `docs`.
+fn namespace_policy(docs: &[Value]) -> Vec<(String, String)> {
+    let policy = object(
+        docs,
+        "ValidatingAdmissionPolicy",
+        "tp-tenantplane-worker-namespaces",
+    );
+    policy["spec"]["validations"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let text = |v: &Value| v.as_str().unwrap().to_string();
+            (text(&v["expression"]), text(&v["message"]))
+        })
+        .collect()
+}
+
+#[test]
+fn serve_and_the_worker_are_granted_exactly_what_they_use() {
+    let docs = render(&[]);
+    // serve reads the admin kubeconfig and CA Secrets of served control planes, by name: get, no list.
+    assert_eq!(
+        object(&docs, "ClusterRole", "tp-tenantplane-serve")["rules"],
+        yaml("[{apiGroups: [''], resources: [secrets], verbs: [get]}]")
+    );
+    // The worker server-side applies TCPs and namespaces (an apply that creates needs `create` too),
+    // deletes TCPs, and watches TCPs and DataStores: no reads of namespaces, no DataStore writes.
+    assert_eq!(
+        object(&docs, "ClusterRole", "tp-tenantplane-worker")["rules"],
+        yaml(
+            "
+            - {apiGroups: [kamaji.clastix.io], resources: [tenantcontrolplanes], verbs: [get, list, watch, create, patch, delete]}
+            - {apiGroups: [kamaji.clastix.io], resources: [datastores], verbs: [list, watch]}
+            - {apiGroups: [''], resources: [namespaces], verbs: [create, patch]}
+            "
+        )
+    );
+    for component in ["serve", "worker"] {
+        let name = format!("tp-tenantplane-{component}");
+        assert_eq!(
+            bindings_of(&docs, &name),
+            vec![(
+                "ClusterRoleBinding".to_string(),
+                name.clone(),
+                "ClusterRole".to_string(),
+                name.clone()
+            )],
+            "{component} has no other grant"
+        );
+    }
+}
+
+#[test]
+fn the_worker_namespace_policy_matches_the_worker_alone_and_the_namespace_template() {
+    // The worker's create and patch of namespaces are held to tenant namespaces and its own labels.
+    let docs = render(&[]);
+    let policy = object(
+        &docs,
+        "ValidatingAdmissionPolicy",
+        "tp-tenantplane-worker-namespaces",
+    );
+    assert_eq!(
+        (
+            &policy["spec"]["failurePolicy"],
+            &policy["spec"]["matchConstraints"],
+            &policy["spec"]["matchConditions"]
+        ),
+        (
+            &yaml("Fail"),
+            &yaml(
+                "resourceRules: [{apiGroups: [''], apiVersions: ['*'], operations: [CREATE, UPDATE], resources: [namespaces]}]"
+            ),
+            &yaml(
+                "[{name: the-worker, expression: \"request.userInfo.username == 'system:serviceaccount:kamaji-system:tp-tenantplane-worker'\"}]"
+            )
+        )
+    );
+    assert_eq!(
+        object(
+            &docs,
+            "ValidatingAdmissionPolicyBinding",
+            "tp-tenantplane-worker-namespaces"
+        )["spec"],
+        yaml("{policyName: tp-tenantplane-worker-namespaces, validationActions: [Deny]}")
+    );
+    // Its names are the binary's default template, tp-{tenant}, unless namespaceTemplate says otherwise.
+    assert_eq!(tenantplane::translate::DEFAULT_NAMESPACE_TEMPLATE, "tp-{tenant}");
+    let names = |docs: &[Value]| namespace_policy(docs)[0].clone();
+    assert_eq!(
+        names(&docs),
+        (
+            "object.metadata.name.startsWith('tp-') && object.metadata.name.endsWith('') && size(object.metadata.name) > 3".to_string(),
+            "the worker may only write tenant namespaces (tp-{tenant})".to_string()
+        )
+    );
+    let custom = render(&["--set-json", r#"worker.namespaceTemplate="tenants-{tenant}-cp""#]);
+    assert_eq!(
+        names(&custom),
+        (
+            "object.metadata.name.startsWith('tenants-') && object.metadata.name.endsWith('-cp') && size(object.metadata.name) > 11".to_string(),
+            "the worker may only write tenant namespaces (tenants-{tenant}-cp)".to_string()
+        )
+    );
+    let off = render(&sets(&["worker.namespacePolicy=false"]));
+    assert!(
+        !off.iter()
+            .any(|d| kind_of(d).starts_with("ValidatingAdmissionPolicy")),
+        "worker.namespacePolicy=false renders no policy"
+    );
+}
+
+/// The credential issuer's values, which open serve's https port.
+const ISSUER: &[&str] = &[
+    "networkPolicy.enabled=true",
+    "serve.credentialIssuer.enabled=true",
+    "serve.credentialIssuer.url=https://tp.example.com/credentials",
+    "serve.credentialIssuer.tlsSecret=issuer-tls",
+];
+
+/// The `ingress` of serve's NetworkPolicy rendered with `extra`.
+fn serve_ingress(extra: &[&str]) -> Value {
+    let docs = render(extra);
+    let policy = object(&docs, "NetworkPolicy", "tp-tenantplane-serve");
+    assert_eq!(
+        (&policy["spec"]["podSelector"], &policy["spec"]["policyTypes"]),
+        (
+            &yaml(
+                "matchLabels: {app.kubernetes.io/name: tenantplane, app.kubernetes.io/instance: tp, app.kubernetes.io/component: serve}"
+            ),
+            &yaml("[Ingress]")
+        )
+    );
+    policy["spec"]["ingress"].clone()
+}
+
+#[test]
+fn the_serve_network_policy_admits_tenant_control_planes_to_the_issuer_port() {
+    // The issuer's port is serve's container port `https`, which its Service targets.
+    let docs = render(&sets(ISSUER));
+    let serve = object(&docs, "Deployment", "tp-tenantplane-serve");
+    assert_eq!(
+        serve["spec"]["template"]["spec"]["containers"][0]["ports"],
+        yaml(
+            "[{name: http, containerPort: 8080, protocol: TCP}, {name: https, containerPort: 8443, protocol: TCP}]"
+        )
+    );
+    assert_eq!(
+        object(&docs, "Service", "tp-tenantplane-serve")["spec"]["ports"][1],
+        yaml("{name: https, port: 8443, targetPort: https, protocol: TCP}")
+    );
+
+    // Tenant kube-apiservers: TenantControlPlane pods in the namespaces the worker labels.
+    assert_eq!(
+        serve_ingress(&sets(ISSUER)),
+        yaml(
+            "
+            - ports: [{port: http, protocol: TCP}]
+            - ports: [{port: https, protocol: TCP}]
+              from:
+                - namespaceSelector: {matchLabels: {app.kubernetes.io/managed-by: tenantplane}}
+                  podSelector:
+                    matchLabels: {kamaji.clastix.io/component: deployment}
+                    matchExpressions: [{key: kamaji.clastix.io/name, operator: Exists}]
+            "
+        )
+    );
+
+    // Extra issuer peers join that rule only; the API's peers restrict http only.
+    let mut extra = sets(ISSUER);
+    extra.extend([
+        "--set-json",
+        r#"networkPolicy.issuerIngressFrom=[{"ipBlock":{"cidr":"192.0.2.0/24"}}]"#,
+        "--set-json",
+        r#"networkPolicy.apiIngressFrom=[{"ipBlock":{"cidr":"198.51.100.0/24"}}]"#,
+    ]);
+    assert_eq!(
+        serve_ingress(&extra),
+        yaml(
+            "
+            - ports: [{port: http, protocol: TCP}]
+              from: [{ipBlock: {cidr: 198.51.100.0/24}}]
+            - ports: [{port: https, protocol: TCP}]
+              from:
+                - namespaceSelector: {matchLabels: {app.kubernetes.io/managed-by: tenantplane}}
+                  podSelector:
+                    matchLabels: {kamaji.clastix.io/component: deployment}
+                    matchExpressions: [{key: kamaji.clastix.io/name, operator: Exists}]
+                - ipBlock: {cidr: 192.0.2.0/24}
+            "
+        )
+    );
+
+    // Without the issuer there is no https port, and only http is admitted.
+    assert_eq!(
+        serve_ingress(&sets(&["networkPolicy.enabled=true"])),
+        yaml("[{ports: [{port: http, protocol: TCP}]}]")
+    );
+}
+
+/// A client of the shared cluster acting as `user` (impersonated by the admin).
+async fn client_as(user: &str) -> kube::Client {
+    let mut config = support::cluster().kube.config().await.unwrap();
+    config.auth_info.impersonate = Some(user.to_string());
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Namespace `name` as the worker applies it (its two labels), with `labels` and `annotations` added.
+fn tenant_namespace(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Namespace {
+    let mut all = vec![
+        (tenantplane::k8s::LABEL_MANAGED_BY, tenantplane::k8s::MANAGED_BY),
+        (
+            tenantplane::translate::LABEL_TENANT,
+            "0b5c9b1e-4a31-4ac1-9d7e-3f1c2a6b8d90",
+        ),
+    ];
+    all.extend(labels);
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.to_string());
+    ns.metadata.labels = Some(map(&all));
+    ns.metadata.annotations = (!annotations.is_empty()).then(|| map(annotations));
+    ns
+}
+
+/// The worker's server-side apply of `ns` (dry run: nothing is stored); the refusal's code and message.
+async fn worker_apply(api: &Api<Namespace>, ns: &Namespace, dry_run: bool) -> Result<(), (u16, String)> {
+    let mut params = PatchParams::apply(tenantplane::k8s::FIELD_MANAGER).force();
+    params.dry_run = dry_run;
+    match api
+        .patch(ns.metadata.name.as_deref().unwrap(), &params, &Patch::Apply(ns))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err((status.code, status.message)),
+        Err(e) => panic!("apply {:?}: {e}", ns.metadata.name),
+    }
+}
+
+/// Waits until the admission plugin enforces `policy` (it loads policies from a watch): the worker's
+/// dry-run apply of namespace `default` is refused by it. RBAC's own refusals (bindings not loaded
+/// yet) and acceptances (policy not loaded yet) are waited out.
+async fn enforced(api: &Api<Namespace>, policy: &str) -> (u16, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match worker_apply(api, &tenant_namespace("default", &[], &[]), true).await {
+            Err(refusal) if refusal.1.contains(policy) => return refusal,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "{policy} is not enforced after 60 s: {other:?}"
+            ),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// What the policy answers when it refuses the worker's write of namespace `name` because `why`.
+fn denied(policy: &str, name: &str, why: &str) -> (u16, String) {
+    (
+        422,
+        format!(
+            "namespaces \"{name}\" is forbidden: ValidatingAdmissionPolicy '{policy}' with binding \
+             '{policy}' denied request: {why}"
+        ),
+    )
+}
+
+/// As `worker`, applies the sample TenantControlPlane into namespace `tenant` (the apply creates it),
+/// reads it back and deletes it.
+async fn worker_round_trips_a_tcp(worker: &str, tenant: &str) {
+    let tcps: Api<TenantControlPlane> = Api::namespaced(client_as(worker).await, tenant);
+    let sample = std::fs::read_to_string(repo().join("config/samples/tenantcontrolplane.yaml")).unwrap();
+    let mut tcp: TenantControlPlane = serde_yaml::from_str(&sample).unwrap();
+    tcp.metadata.namespace = Some(tenant.to_string());
+    let apply = PatchParams::apply(tenantplane::k8s::FIELD_MANAGER).force();
+    tcps.patch("tenant-00", &apply, &Patch::Apply(&tcp))
+        .await
+        .unwrap();
+    tcps.get("tenant-00").await.unwrap();
+    tcps.delete("tenant-00", &Default::default()).await.unwrap();
+}
+
+/// The worker (`as_worker`, user `worker`) may set no other label nor an annotation on its tenant
+/// namespace, may not read it (RBAC), nor create a namespace of another name (dry runs).
+async fn assert_worker_held(as_worker: &Api<Namespace>, worker: &str, tenant: &str, policy: &str) {
+    let privileged = [("pod-security.kubernetes.io/enforce", "privileged")];
+    assert_eq!(
+        worker_apply(as_worker, &tenant_namespace(tenant, &privileged, &[]), true).await,
+        Err(denied(
+            policy,
+            tenant,
+            "the worker may only set its own labels (app.kubernetes.io/managed-by, tenantplane.io/tenant)"
+        ))
+    );
+    let selector = [("scheduler.alpha.kubernetes.io/node-selector", "pool=x")];
+    assert_eq!(
+        worker_apply(as_worker, &tenant_namespace(tenant, &[], &selector), true).await,
+        Err(denied(
+            policy,
+            tenant,
+            "the worker may change nothing of a namespace but its own labels"
+        ))
+    );
+    match as_worker.get(tenant).await {
+        Err(kube::Error::Api(s)) => assert_eq!(
+            (s.code, s.message),
+            (
+                403,
+                format!(
+                    "namespaces \"{tenant}\" is forbidden: User \"{worker}\" cannot get resource \"namespaces\" \
+                     in API group \"\" in the namespace \"{tenant}\""
+                )
+            )
+        ),
+        other => panic!("the worker read a namespace: {other:?}"),
+    }
+    let name = format!("x{tenant}");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let template = tenant.replace("-acme", "-{tenant}");
+    match as_worker
+        .create(&dry_run, &tenant_namespace(&name, &[], &[]))
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(
+            (s.code, s.message),
+            denied(
+                policy,
+                &name,
+                &format!("the worker may only write tenant namespaces ({template})")
+            )
+        ),
+        other => panic!("the worker created a namespace: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_installed_worker_may_only_apply_tenant_namespaces_with_its_labels() {
+    support::crds_installed();
+    let kubeconfig = support::cluster().kube.kubeconfig_path().display().to_string();
+    let (release, namespace) = (support::unique("tp"), support::unique("helm-rbac"));
+    let prefix = support::unique("hw");
+    let template = format!(r#"worker.namespaceTemplate="{prefix}-{{tenant}}""#);
+    let chart = chart();
+    let on = ["--kubeconfig", &kubeconfig, "--namespace", &namespace];
+    let mut install = vec!["install", &release, &chart, "--create-namespace", "--skip-crds"];
+    install.extend(["--no-hooks", "--timeout", "60s", "--set-json", &template]);
+    let (ok, out, err) = helm(&[&install[..], &on].concat());
+    assert!(ok, "helm install failed: {out}{err}");
+    let worker = format!("system:serviceaccount:{namespace}:{release}-tenantplane-worker");
+    let as_worker: Api<Namespace> = Api::all(client_as(&worker).await);
+    let policy = format!("{release}-tenantplane-worker-namespaces");
+
+    // Another namespace: refused (dry run, so a missing policy would change nothing).
+    assert_eq!(
+        enforced(&as_worker, &policy).await,
+        denied(
+            &policy,
+            "default",
+            &format!("the worker may only write tenant namespaces ({prefix}-{{tenant}})")
+        )
+    );
+    // A tenant namespace with the worker's labels: created by the apply, then applied again; in it a
+    // TenantControlPlane is applied, read and deleted.
+    let tenant = format!("{prefix}-acme");
+    for _ in 0..2 {
+        worker_apply(&as_worker, &tenant_namespace(&tenant, &[], &[]), false)
+            .await
+            .unwrap();
+    }
+    worker_round_trips_a_tcp(&worker, &tenant).await;
+    assert_worker_held(&as_worker, &worker, &tenant, &policy).await;
+
+    // Others are not held by the policy: the admin labels the tenant namespace.
+    let admin: Api<Namespace> = Api::all(support::client().await);
+    let label = serde_json::json!({"metadata": {"labels": {"team": "a"}}});
+    admin
+        .patch(&tenant, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+
+    let (ok, _, err) = helm(&[&["uninstall", &release, "--no-hooks"][..], &on].concat());
+    assert!(ok, "helm uninstall failed: {err}");
+    for ns in [&namespace, &tenant] {
+        let (ok, _, err) = kubectl(&["delete", "namespace", ns, "--wait=false"], None);
+        assert!(ok, "{err}");
+    }
 }
 
 /// Services of `docker-compose.yml`, with their healthchecks and start-up order.

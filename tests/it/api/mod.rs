@@ -3,6 +3,7 @@
 mod audit;
 pub mod auth_matrix;
 mod authenticators;
+mod cli_origin;
 mod contract;
 mod control_planes;
 mod cors;
