@@ -320,34 +320,146 @@ async fn tenant_clusters_take_tenantplane_credentials_by_role_audience_and_tenan
 /// The system ServiceAccount whose ClusterRole may `escalate` ClusterRoles.
 const AGGREGATOR: &str = "system:serviceaccount:kube-system:clusterrole-aggregation-controller";
 
-/// The user name `token` has in the tenant cluster (`kubectl auth whoami`).
-fn username(kubeconfig: &Path, token: &str, cache: &Path) -> String {
-    let out = kubectl(
-        kubeconfig,
-        token,
-        cache,
-        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8(out.stdout).unwrap()
+/// One caller of the tenant cluster: kubectl with the exec-plugin kubeconfig and a Tenantplane token.
+struct Caller<'a> {
+    kubeconfig: &'a Path,
+    token: String,
+    cache: std::path::PathBuf,
 }
 
-/// Runs each check (what it tries, kubectl's arguments, the refusal it must print) once with `token`;
-/// a line for each that was not refused with exactly that message.
-fn not_refused(
-    kubeconfig: &Path,
-    token: &str,
-    cache: &Path,
-    checks: &[(&str, Vec<&str>, String)],
-) -> Vec<String> {
-    checks
-        .iter()
-        .filter_map(|(what, args, refusal)| {
-            let out = kubectl(kubeconfig, token, cache, args);
-            let refused = !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(refusal);
-            (!refused).then(|| format!("{what}: wanted {refusal:?}, got {}", text(&out)))
-        })
-        .collect()
+impl Caller<'_> {
+    /// Runs kubectl with `args` once.
+    fn run(&self, args: &[&str]) -> Output {
+        kubectl(self.kubeconfig, &self.token, &self.cache, args)
+    }
+
+    /// Runs kubectl with `args` once and checks that it printed exactly `stdout`.
+    fn prints(&self, args: &[&str], stdout: &str) {
+        let out = self.run(args);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), stdout, "{}", text(&out));
+    }
+
+    /// Waits until `kubectl auth can-i <question>` answers yes.
+    async fn until_allowed(&self, question: &[&str]) {
+        let args = [&["auth", "can-i"], question].concat();
+        kubectl_until_ok(self.kubeconfig, &self.token, &self.cache, &args).await;
+    }
+
+    /// The caller's user name in the tenant cluster (`kubectl auth whoami`).
+    fn username(&self) -> String {
+        let out = self.run(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs each check (what it tries, kubectl's arguments, the refusal it must print) once; a line for
+    /// each that was not refused with exactly that message.
+    fn not_refused(&self, checks: &[(&str, Vec<String>, String)]) -> Vec<String> {
+        checks
+            .iter()
+            .filter_map(|(what, args, refusal)| {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = self.run(&args);
+                let refused = !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(refusal);
+                (!refused).then(|| format!("{what}: wanted {refusal:?}, got {}", text(&out)))
+            })
+            .collect()
+    }
+}
+
+/// What member `me` must be refused, with the API's 403 as kubectl prints it.
+fn member_refusals(me: &str) -> Vec<(&'static str, Vec<String>, String)> {
+    let forbidden = |what: &str, verb: &str, resource: &str| {
+        format!("{what} is forbidden: User \"{me}\" cannot {verb} resource \"{resource}\" in API group")
+    };
+    let impersonate = format!(
+        "Error from server (Forbidden): {} \"\" in the namespace \"kube-system\"",
+        forbidden(
+            "serviceaccounts \"clusterrole-aggregation-controller\"",
+            "impersonate",
+            "serviceaccounts"
+        )
+    );
+    let as_aggregator = format!("--as={AGGREGATOR}");
+    let everything = r#"[{"op": "add", "path": "/rules/-", "value": {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}}]"#;
+    let args = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    vec![
+        (
+            "list kube-system's Secrets",
+            args(&["get", "secrets", "-n", "kube-system"]),
+            format!(
+                "Error from server (Forbidden): {} \"\" in the namespace \"kube-system\"",
+                forbidden("secrets", "list", "secrets")
+            ),
+        ),
+        (
+            "impersonate a system ServiceAccount",
+            args(&["get", "clusterrole", "edit", "-o", "name", &as_aggregator]),
+            impersonate.clone(),
+        ),
+        (
+            "request a token of kube-system/generic-garbage-collector",
+            args(&[
+                "create",
+                "token",
+                "generic-garbage-collector",
+                "-n",
+                "kube-system",
+            ]),
+            format!(
+                "error: failed to create token: {} \"\" in the namespace \"kube-system\"",
+                forbidden(
+                    "serviceaccounts \"generic-garbage-collector\"",
+                    "create",
+                    "serviceaccounts/token"
+                )
+            ),
+        ),
+        (
+            "escalate ClusterRole edit as the aggregation controller",
+            args(&[
+                "patch",
+                "clusterrole",
+                "edit",
+                "--type=json",
+                "-p",
+                everything,
+                &as_aggregator,
+            ]),
+            impersonate,
+        ),
+        (
+            "bind itself cluster-admin",
+            args(&[
+                "create",
+                "clusterrolebinding",
+                "e2e-mine",
+                "--clusterrole=cluster-admin",
+                "--group=tenantplane:members",
+            ]),
+            format!(
+                "error: failed to create clusterrolebinding: {} \"rbac.authorization.k8s.io\" at the cluster scope",
+                forbidden(
+                    "clusterrolebindings.rbac.authorization.k8s.io",
+                    "create",
+                    "clusterrolebindings"
+                )
+            ),
+        ),
+    ]
+}
+
+/// The cluster-wide member and viewer bindings of earlier versions, made as those versions labelled them.
+async fn old_cluster_bindings(api: &kube::Api<ClusterRoleBinding>) {
+    for (group, role) in [("tenantplane:members", "edit"), ("tenantplane:viewers", "view")] {
+        let old: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": group, "labels": {"app.kubernetes.io/managed-by": "tenantplane", "tenantplane.io/in-tenant-phase": "authentication"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        }))
+        .unwrap();
+        api.create(&Default::default(), &old).await.unwrap();
+    }
 }
 
 /// Waits (a watch) until RoleBinding or ClusterRoleBinding `name` exists (`present`) or not.
@@ -386,158 +498,51 @@ async fn members_edit_only_the_tenants_own_namespaces_and_a_new_namespace_gets_t
     let dir = tenantplane::runtime::scratch_dir("e2e-rbac").unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, stack.kubeconfig(0, &id).await).unwrap();
-    let slug = stack.tenants[0].slug.clone();
-    let (member, admin) = (stack.tenants[0].member.clone(), stack.tenants[0].admin.clone());
-    let viewer = stack.app.token(&slug, "tenant-viewer").await;
-    let (member_cache, viewer_cache, admin_cache) = (
-        dir.join("cache-member"),
-        dir.join("cache-viewer"),
-        dir.join("cache-admin"),
-    );
+    let caller = |token: &str, cache: &str| Caller {
+        kubeconfig: &kubeconfig,
+        token: token.to_string(),
+        cache: dir.join(cache),
+    };
+    let member = caller(&stack.tenants[0].member, "cache-member");
+    let admin = caller(&stack.tenants[0].admin, "cache-admin");
+    let viewer_token = stack.app.token(&stack.tenants[0].slug, "tenant-viewer").await;
+    let viewer = caller(&viewer_token, "cache-viewer");
 
-    // Once the in-tenant phase has bound the groups, a member edits `default` and lists namespaces.
-    let can_deploy = ["auth", "can-i", "create", "deployments", "-n", "default"];
-    kubectl_until_ok(&kubeconfig, &member, &member_cache, &can_deploy).await;
-    let me = username(&kubeconfig, &member, &member_cache);
-    let deploy = kubectl(
-        &kubeconfig,
-        &member,
-        &member_cache,
-        &[
-            "create",
-            "deployment",
-            "web",
-            "--image=registry.k8s.io/pause:3.10",
-            "-n",
-            "default",
-        ],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&deploy.stdout),
-        "deployment.apps/web created\n",
-        "{}",
-        text(&deploy)
-    );
-    let listed = kubectl(
-        &kubeconfig,
-        &member,
-        &member_cache,
-        &["get", "namespaces", "-o", "name"],
-    );
-    assert!(
-        String::from_utf8_lossy(&listed.stdout).contains("namespace/kube-system\n"),
-        "{}",
-        text(&listed)
-    );
+    // Once the in-tenant phase has bound the groups, a member edits `default` and lists namespaces…
+    member
+        .until_allowed(&["create", "deployments", "-n", "default"])
+        .await;
+    let image = "--image=registry.k8s.io/pause:3.10";
+    let deploy = ["create", "deployment", "web", image, "-n", "default"];
+    member.prints(&deploy, "deployment.apps/web created\n");
+    let listed = member.run(&["get", "namespaces", "-o", "name"]);
+    let names = String::from_utf8_lossy(&listed.stdout);
+    assert!(names.contains("namespace/kube-system\n"), "{}", text(&listed));
 
-    // …and nothing in the system namespaces, nor RBAC: each refused with the API's 403.
-    let impersonate = format!(
-        "Error from server (Forbidden): serviceaccounts \"clusterrole-aggregation-controller\" is forbidden: User \"{me}\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"kube-system\""
+    // …and may do nothing in the system namespaces nor escalate: each refused with the API's 403.
+    let mut allowed = member.not_refused(&member_refusals(&member.username()));
+    let viewer_refusal = format!(
+        "Error from server (Forbidden): configmaps is forbidden: User \"{}\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"kube-system\"",
+        viewer.username()
     );
-    let as_aggregator = format!("--as={AGGREGATOR}");
-    let everything = r#"[{"op": "add", "path": "/rules/-", "value": {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}}]"#;
-    let member_checks = vec![
-        (
-            "list kube-system's Secrets",
-            vec!["get", "secrets", "-n", "kube-system"],
-            format!(
-                "Error from server (Forbidden): secrets is forbidden: User \"{me}\" cannot list resource \"secrets\" in API group \"\" in the namespace \"kube-system\""
-            ),
-        ),
-        (
-            "impersonate a system ServiceAccount",
-            vec!["get", "clusterrole", "edit", "-o", "name", &as_aggregator],
-            impersonate.clone(),
-        ),
-        (
-            "request a token of kube-system/generic-garbage-collector",
-            vec![
-                "create",
-                "token",
-                "generic-garbage-collector",
-                "-n",
-                "kube-system",
-            ],
-            format!(
-                "error: failed to create token: serviceaccounts \"generic-garbage-collector\" is forbidden: User \"{me}\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"kube-system\""
-            ),
-        ),
-        (
-            "escalate ClusterRole edit as the aggregation controller",
-            vec![
-                "patch",
-                "clusterrole",
-                "edit",
-                "--type=json",
-                "-p",
-                everything,
-                &as_aggregator,
-            ],
-            impersonate.clone(),
-        ),
-        (
-            "bind itself cluster-admin",
-            vec![
-                "create",
-                "clusterrolebinding",
-                "e2e-mine",
-                "--clusterrole=cluster-admin",
-                "--group=tenantplane:members",
-            ],
-            format!(
-                "error: failed to create clusterrolebinding: clusterrolebindings.rbac.authorization.k8s.io is forbidden: User \"{me}\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
-            ),
-        ),
-    ];
-    let viewer_name = username(&kubeconfig, &viewer, &viewer_cache);
-    let viewer_checks = vec![(
+    let read_kube_system = ["get", "configmaps", "-n", "kube-system"].map(String::from);
+    allowed.extend(viewer.not_refused(&[(
         "list kube-system's ConfigMaps",
-        vec!["get", "configmaps", "-n", "kube-system"],
-        format!(
-            "Error from server (Forbidden): configmaps is forbidden: User \"{viewer_name}\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"kube-system\""
-        ),
-    )];
-    let mut allowed = not_refused(&kubeconfig, &member, &member_cache, &member_checks);
-    allowed.extend(not_refused(&kubeconfig, &viewer, &viewer_cache, &viewer_checks));
+        read_kube_system.to_vec(),
+        viewer_refusal,
+    )]));
     assert!(allowed.is_empty(), "not refused:\n{}", allowed.join("\n\n"));
-    let read = kubectl(
-        &kubeconfig,
-        &viewer,
-        &viewer_cache,
+    viewer.prints(
         &["get", "deployments", "-n", "default", "-o", "name"],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&read.stdout),
         "deployment.apps/web\n",
-        "{}",
-        text(&read)
     );
 
-    // A tenant upgraded from a version with cluster-wide member and viewer bindings loses them (here
-    // recreated as that version labelled them), at the next pass: the one a new namespace wakes.
+    // A tenant upgraded from a version with cluster-wide member and viewer bindings loses them at the
+    // next pass, and a namespace the admin creates gets the member's edit: the pass its event wakes.
     let tenant = stack.tenant_client(0, &id).await;
     let cluster_bindings = kube::Api::<ClusterRoleBinding>::all(tenant.clone());
-    for (group, role) in [("tenantplane:members", "edit"), ("tenantplane:viewers", "view")] {
-        let old: ClusterRoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": group, "labels": {"app.kubernetes.io/managed-by": "tenantplane", "tenantplane.io/in-tenant-phase": "authentication"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-        }))
-        .unwrap();
-        cluster_bindings.create(&Default::default(), &old).await.unwrap();
-    }
-    let created = kubectl(
-        &kubeconfig,
-        &admin,
-        &admin_cache,
-        &["create", "namespace", "team-a"],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&created.stdout),
-        "namespace/team-a created\n",
-        "{}",
-        text(&created)
-    );
+    old_cluster_bindings(&cluster_bindings).await;
+    admin.prints(&["create", "namespace", "team-a"], "namespace/team-a created\n");
     let in_team_a = kube::Api::<RoleBinding>::namespaced(tenant.clone(), "team-a");
     let bound = binding_until(in_team_a, "tenantplane:members", true)
         .await
@@ -555,20 +560,13 @@ async fn members_edit_only_the_tenants_own_namespaces_and_a_new_namespace_gets_t
     for group in ["tenantplane:members", "tenantplane:viewers"] {
         binding_until(cluster_bindings.clone(), group, false).await;
     }
-    // The member's authorizer has the binding (the apiserver's cache), then its ConfigMap is created.
-    let can_write = ["auth", "can-i", "create", "configmaps", "-n", "team-a"];
-    kubectl_until_ok(&kubeconfig, &member, &member_cache, &can_write).await;
-    let written = kubectl(
-        &kubeconfig,
-        &member,
-        &member_cache,
+    // Once the apiserver's authorizer has the binding, the member's ConfigMap is created there.
+    member
+        .until_allowed(&["create", "configmaps", "-n", "team-a"])
+        .await;
+    member.prints(
         &["create", "configmap", "e2e", "-n", "team-a"],
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&written.stdout),
         "configmap/e2e created\n",
-        "{}",
-        text(&written)
     );
     stack.stop().await;
 }
