@@ -172,6 +172,59 @@ async fn a_tcp_gets_an_egress_policy_on_its_pods_and_datastores_that_is_repaired
     })
     .await;
 
+    // An identity provider of the tenant's own opens TCP 443 at public addresses only (the API server
+    // takes the excepted ranges); Tenantplane's issuer is no such provider.
+    let provider = |url: &str| {
+        json!({
+            "issuer": {"url": url, "audiences": ["a"]},
+            "claimMappings": {"username": {"claim": "sub", "prefix": "x:"}},
+        })
+    };
+    env.tcps()
+        .patch(
+            "cp",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"authentication": {"jwt": [
+                provider(issuer),
+                provider("https://login.example.com"),
+            ]}}})),
+        )
+        .await
+        .unwrap();
+    let mut with_public = expected.clone();
+    with_public["egress"].as_array_mut().unwrap().insert(
+        4,
+        json!({
+            "to": [
+                {"ipBlock": {"cidr": "0.0.0.0/0", "except": [
+                    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+                    "172.16.0.0/12", "192.168.0.0/16",
+                ]}},
+                {"ipBlock": {"cidr": "::/0", "except": [
+                    "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "fc00::/7", "fe80::/10",
+                ]}},
+            ],
+            "ports": [{"protocol": "TCP", "port": 443}],
+        }),
+    );
+    let public = tokio::time::timeout(
+        WAIT,
+        await_condition(policies.clone(), "cp-egress", |p: Option<&NetworkPolicy>| {
+            p.is_some_and(|p| serde_json::to_value(p.spec.as_ref()).unwrap() == with_public)
+        }),
+    )
+    .await;
+    if public.is_err() {
+        let tcp = env.tcps().get("cp").await.unwrap();
+        let egress = tcp
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "EgressRestricted");
+        panic!("no public HTTPS rule within {WAIT:?}; EgressRestricted: {egress:?}");
+    }
+
     // It goes with the TenantControlPlane (garbage collection of its owner reference).
     let made_again = policies.get("cp-egress").await.unwrap();
     env.delete_tcp_and_wait("cp").await;

@@ -45,8 +45,15 @@ pub const PRIVATE_V4: [&str; 7] = [
     "172.16.0.0/12",
     "192.168.0.0/16",
 ];
-/// The IPv6 addresses that are not public (loopback, unique local, link-local, IPv4-mapped).
-pub const PRIVATE_V6: [&str; 4] = ["::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10"];
+/// The IPv6 addresses that are not public: loopback, NAT64 (which reaches IPv4 addresses), unique
+/// local, link-local. (IPv4-mapped ranges are IPv4 to the API server, not within `::/0`.)
+pub const PRIVATE_V6: [&str; 5] = [
+    "::1/128",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "fc00::/7",
+    "fe80::/10",
+];
 
 /// `<tcp>-egress`.
 pub fn egress_policy_name(tcp: &TenantControlPlane) -> String {

@@ -258,7 +258,9 @@ fn the_credential_issuer_is_allowed_and_only_the_tenants_own_providers_open_publ
                         "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
                         "172.16.0.0/12", "192.168.0.0/16",
                     ]}},
-                    {"ipBlock": {"cidr": "::/0", "except": ["::1/128", "::ffff:0:0/96", "fc00::/7", "fe80::/10"]}},
+                    {"ipBlock": {"cidr": "::/0", "except": [
+                        "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "fc00::/7", "fe80::/10",
+                    ]}},
                 ],
                 "ports": [{"protocol": "TCP", "port": 443}],
             },
