@@ -74,7 +74,8 @@ pub enum EndpointHost {
 /// A bare `host:port` (`[v6]:port` for IPv6), as the CRD requires of DataStore endpoints.
 pub fn parse_endpoint(endpoint: &str) -> Option<(EndpointHost, u16)> {
     if let Ok(addr) = endpoint.parse::<std::net::SocketAddr>() {
-        return Some((EndpointHost::Ip(addr.ip()), addr.port()));
+        // An IPv4-mapped IPv6 address is the IPv4 address on the wire (and to the API server).
+        return Some((EndpointHost::Ip(addr.ip().to_canonical()), addr.port()));
     }
     let (host, port) = endpoint.rsplit_once(':')?;
     let port = port.parse().ok()?;

@@ -197,6 +197,21 @@ fn a_host_name_outside_the_cluster_is_its_port_at_any_address_and_the_message_sa
 }
 
 #[test]
+fn an_ipv4_mapped_endpoint_is_its_ipv4_address() {
+    let t = tcp(json!({"konnectivity": {"server": {"port": 8132}}})).build();
+    let built = egress_policy(
+        &t,
+        &inputs(&[("ds", &["[::ffff:10.0.0.9]:2379"])]),
+        &WorkloadSettings::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        policy(&built)["spec"]["egress"],
+        json!([dns(), ip("10.0.0.9/32", 2379)])
+    );
+}
+
+#[test]
 fn a_headless_service_is_its_pods_on_the_endpoints_own_port() {
     let t = tcp(json!({"konnectivity": {"server": {"port": 8132}}})).build();
     let mut given = inputs(&[("etcd", &["etcd-0.etcd.infra.svc.cluster.local:2379"])]);
