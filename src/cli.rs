@@ -344,6 +344,9 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     settings.in_tenant = args.in_tenant;
     settings.in_tenant_resync = std::time::Duration::from_secs(args.in_tenant_resync_secs.max(1));
     settings.state_namespace = args.state_namespace.clone();
+    let (issuer_url, issuer_endpoint) = args.credential_issuer().map_err(anyhow::Error::msg)?;
+    settings.workload.credential_issuer_url = issuer_url;
+    settings.workload.credential_issuer_endpoint = issuer_endpoint;
     let lease = args.leader_election.then(|| {
         LeaseSettings::new(
             args.leader_election_name.clone(),

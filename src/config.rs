@@ -278,9 +278,34 @@ pub struct ControllerArgs {
     /// Path of a kubeconfig for the management cluster; default: in-cluster or `KUBECONFIG`.
     #[arg(long, env = "TENANTPLANE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
+    /// Tenantplane's credential issuer URL (as `serve` and the worker have it): tenant kube-apiservers
+    /// may reach it through their egress NetworkPolicy.
+    #[arg(long, env = "TENANTPLANE_CREDENTIAL_ISSUER_URL")]
+    pub credential_issuer_url: Option<String>,
+    /// `host:port` where tenant kube-apiservers' connections to the issuer go, when not the URL's own
+    /// (e.g. `<serve service>.<namespace>.svc:8443`: an in-cluster Service becomes its pods).
+    #[arg(long, env = "TENANTPLANE_CREDENTIAL_ISSUER_ENDPOINT")]
+    pub credential_issuer_endpoint: Option<String>,
 }
 
 impl ControllerArgs {
+    /// The credential issuer's URL and endpoint, checked (empty values are unset).
+    pub fn credential_issuer(&self) -> Result<(Option<String>, Option<String>), String> {
+        let url = self.credential_issuer_url.clone().filter(|u| !u.is_empty());
+        if let Some(url) = &url {
+            check_issuer_url(url)?;
+        }
+        let endpoint = self.credential_issuer_endpoint.clone().filter(|e| !e.is_empty());
+        if let Some(endpoint) = &endpoint
+            && crate::controller::tenant_control_plane::build::parse_endpoint(endpoint).is_none()
+        {
+            return Err(format!(
+                "--credential-issuer-endpoint {endpoint:?} must be host:port (e.g. tenantplane-serve.tenantplane-system.svc:8443)"
+            ));
+        }
+        Ok((url, endpoint))
+    }
+
     /// The identity: `--identity`, else `<hostname>-<pid>`.
     pub fn identity(&self) -> String {
         self.identity

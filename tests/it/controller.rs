@@ -69,6 +69,15 @@ async fn env_with_default(prefix: &str, default: Option<String>) -> Env {
 
 /// The same, with every certificate the controller mints of key type `alg`.
 async fn env_with(prefix: &str, default: Option<String>, alg: KeyAlgorithm) -> Env {
+    env_configured(prefix, |settings| {
+        settings.default_datastore = default;
+        settings.workload.key_algorithm = alg;
+    })
+    .await
+}
+
+/// A controller scoped to a fresh namespace, with its settings changed by `configure`.
+pub(crate) async fn env_configured(prefix: &str, configure: impl FnOnce(&mut ControllerSettings)) -> Env {
     support::crds_installed();
     let client = support::client().await;
     let ns = support::namespace(&client, prefix).await;
@@ -76,8 +85,7 @@ async fn env_with(prefix: &str, default: Option<String>, alg: KeyAlgorithm) -> E
     settings.namespace = Some(ns.clone());
     settings.datastore_selector = Some(format!("{LABEL}={ns}"));
     settings.concurrency = 2;
-    settings.default_datastore = default;
-    settings.workload.key_algorithm = alg;
+    configure(&mut settings);
     let metrics = Arc::new(Metrics::default());
     let task = tokio::spawn({
         let client = client.clone();

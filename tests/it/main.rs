@@ -11,6 +11,7 @@ mod controller;
 mod crds;
 mod datastore;
 mod e2e;
+mod egress;
 mod graphql;
 mod helm;
 mod migrate;

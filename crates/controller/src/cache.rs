@@ -1,5 +1,5 @@
 //! What the controllers read without a request: the watch caches of the Secrets, ConfigMaps,
-//! Deployments and Services they own and of DataStores, the controller's own Secret writes until its watch delivers
+//! Deployments, Services and NetworkPolicies they own and of DataStores, the controller's own Secret writes until its watch delivers
 //! them, DataStores' resolved credentials, and what the controller last applied of each workload.
 //!
 //! A cache can lag. Every reader is written so that lagging is safe: a cached *miss* of a Secret is
@@ -16,6 +16,7 @@ use std::{
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, Secret, Service},
+    networking::v1::NetworkPolicy,
 };
 use kube::{
     Resource, ResourceExt as _,
@@ -48,8 +49,8 @@ pub enum Lookup<K> {
 pub struct Applied {
     /// Hash of the desired object that was applied.
     pub desired: u64,
-    /// `metadata.generation` (Deployment) or `metadata.resourceVersion` (Service, ConfigMap) the apply
-    /// returned.
+    /// `metadata.generation` (Deployment) or `metadata.resourceVersion` (Service, ConfigMap,
+    /// NetworkPolicy) the apply returned.
     pub version: String,
     /// When.
     pub at: Instant,
@@ -141,6 +142,7 @@ pub struct Caches {
     deployments: OnceLock<Store<Deployment>>,
     services: OnceLock<Store<Service>>,
     config_maps: OnceLock<Store<ConfigMap>>,
+    network_policies: OnceLock<Store<NetworkPolicy>>,
     datastores: OnceLock<Store<DataStore>>,
     written_secrets: Written<Secret>,
     /// A reconcile right after a status write must not start from the status before it.
@@ -200,6 +202,11 @@ impl Caches {
     /// Registers the owned-ConfigMap cache.
     pub fn set_config_maps(&self, store: Store<ConfigMap>) {
         let _ = self.config_maps.set(store);
+    }
+
+    /// Registers the owned-NetworkPolicy cache.
+    pub fn set_network_policies(&self, store: Store<NetworkPolicy>) {
+        let _ = self.network_policies.set(store);
     }
 
     /// Registers the DataStore cache.
@@ -280,6 +287,15 @@ impl Caches {
         lookup(
             self.config_maps.get(),
             &ObjectRef::<ConfigMap>::new(name).within(namespace),
+        )
+        .await
+    }
+
+    /// An owned NetworkPolicy.
+    pub async fn network_policy(&self, namespace: &str, name: &str) -> Lookup<NetworkPolicy> {
+        lookup(
+            self.network_policies.get(),
+            &ObjectRef::<NetworkPolicy>::new(name).within(namespace),
         )
         .await
     }

@@ -70,6 +70,8 @@ pub enum Phase {
     Certificates,
     /// The structured-authentication ConfigMap (`spec.authentication`).
     Authentication,
+    /// The egress NetworkPolicy of the control-plane pods (before the Deployment).
+    Egress,
     /// The Deployment.
     Deployment,
     /// The status write.
@@ -84,6 +86,7 @@ impl Phase {
             Phase::Service => "service",
             Phase::Certificates => "certificates",
             Phase::Authentication => "authentication",
+            Phase::Egress => "egress",
             Phase::Deployment => "deployment",
             Phase::Status => "status",
         }

@@ -37,6 +37,7 @@ use futures_util::StreamExt as _;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{ConfigMap, ObjectReference, Secret, Service},
+    networking::v1::NetworkPolicy,
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -604,7 +605,7 @@ fn control_plane_controller(
     let selector = ctx.settings.datastore_selector.clone();
     let concurrency = ctx.settings.concurrency;
     // TenantControlPlanes: re-reconciled when a DataStore they use changes (e.g. becomes ready) and
-    // when an object they own (Secret, Deployment, Service, ConfigMap) changes.
+    // when an object they own (Secret, Deployment, Service, ConfigMap, NetworkPolicy) changes.
     let managed = format!("{}={}", MANAGED_BY_LABEL.0, MANAGED_BY_LABEL.1);
     let seen = Arc::new(std::sync::Mutex::new(HashMap::<String, String>::new()));
     // The owned objects' watches fill the caches the reconciles read. A Secret event first updates the
@@ -639,11 +640,16 @@ fn control_plane_controller(
     let (config_map_store, config_map_events) = cached_watch(scoped::<ConfigMap>(&ctx), owned(), |_| {});
     ctx.caches.set_config_maps(config_map_store);
     let config_maps = config_map_events.touched_objects();
+    // The egress NetworkPolicies: likewise repaired by the reconcile an edit or a deletion triggers.
+    let (policy_store, policy_events) = cached_watch(scoped::<NetworkPolicy>(&ctx), owned(), |_| {});
+    ctx.caches.set_network_policies(policy_store);
+    let policies = policy_events.touched_objects();
     control_planes
         .owns_stream(secrets)
         .owns_stream(deployments)
         .owns_stream(services)
         .owns_stream(config_maps)
+        .owns_stream(policies)
         .watches(
             Api::<DataStore>::all(client.clone()),
             watcher_config(selector.as_deref()),

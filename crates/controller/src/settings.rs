@@ -72,15 +72,23 @@ pub struct WorkloadSettings {
     pub kine_image: String,
     /// Key type of new certificates and of the service-account key.
     pub key_algorithm: KeyAlgorithm,
+    /// Tenantplane's credential issuer URL (`--credential-issuer-url`): its authenticator is not a
+    /// tenant's own identity provider in the egress NetworkPolicy.
+    pub credential_issuer_url: Option<String>,
+    /// `host:port` where tenant kube-apiservers reach the credential issuer, allowed by their egress
+    /// NetworkPolicy (`--credential-issuer-endpoint`; default: the URL's host and port).
+    pub credential_issuer_endpoint: Option<String>,
 }
 
 impl Default for WorkloadSettings {
-    /// 30 days, upstream's kine image.
+    /// 30 days, upstream's kine image, no credential issuer.
     fn default() -> Self {
         Self {
             rotation_threshold_secs: 30 * DAY,
             kine_image: DEFAULT_KINE_IMAGE.into(),
             key_algorithm: KeyAlgorithm::default(),
+            credential_issuer_url: None,
+            credential_issuer_endpoint: None,
         }
     }
 }

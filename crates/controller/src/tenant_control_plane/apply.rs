@@ -1,6 +1,6 @@
 //! Writes of the TenantControlPlane reconciler: the default DataStore into the spec, the datastore
-//! Secrets, the Service, the PKI and kubeconfig Secrets, the authentication ConfigMap and the
-//! Deployment, each as
+//! Secrets, the Service, the PKI and kubeconfig Secrets, the authentication ConfigMap, the egress
+//! NetworkPolicy and the Deployment, each as
 //! [`build`](super::build) made it (server-side apply under the controller's field manager).
 
 use std::{collections::BTreeMap, time::Instant};
@@ -9,6 +9,7 @@ use k8s_openapi::{
     api::{
         apps::v1::Deployment,
         core::v1::{ConfigMap, Secret, Service},
+        networking::v1::NetworkPolicy,
     },
     jiff::Timestamp,
 };
@@ -99,6 +100,21 @@ pub async fn authentication_config(
     let cached = ctx.caches.config_map(namespace, &desired.name_any()).await;
     apply_unless_current(ctx, "ConfigMap", &key(tcp), desired, cached, |c| {
         c.metadata.resource_version.clone()
+    })
+    .await
+}
+
+/// Applies the egress NetworkPolicy (unless the cache shows the last apply of the same object in
+/// place, so an edit or a deletion is repaired).
+pub async fn network_policy(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    namespace: &str,
+    desired: &NetworkPolicy,
+) -> Result<NetworkPolicy, Error> {
+    let cached = ctx.caches.network_policy(namespace, &desired.name_any()).await;
+    apply_unless_current(ctx, "NetworkPolicy", &key(tcp), desired, cached, |p| {
+        p.metadata.resource_version.clone()
     })
     .await
 }
@@ -238,7 +254,8 @@ pub async fn prune_konnectivity(
 
 /// Applies `desired`, unless this controller applied the same desired object less than the resync
 /// interval ago and the cached object is still what that apply left (`version`: a Deployment's
-/// generation, a Service's or ConfigMap's resourceVersion). Returns the object as the API server has it.
+/// generation, a Service's, ConfigMap's or NetworkPolicy's resourceVersion). Returns the object as
+/// the API server has it.
 async fn apply_unless_current<K>(
     ctx: &Context,
     kind: &'static str,

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::Api;
 
 use super::build::{self, Readyz};
 use crate::{
@@ -137,6 +138,30 @@ pub async fn datastore_inputs(
         overrides_problem,
         existing_config,
         existing_certificate,
+    })
+}
+
+/// What the egress NetworkPolicy is built from: every DataStore the TenantControlPlane names (that
+/// exists) with its endpoints, and the in-cluster Services those endpoints and the credential issuer
+/// name (read live: they are not the controller's own).
+pub async fn egress_inputs(ctx: &Context, tcp: &TenantControlPlane) -> Result<build::EgressInputs, Error> {
+    let mut datastores = Vec::new();
+    for name in crate::build::referenced_datastores(tcp) {
+        if let Some(ds) = fetch::datastore(ctx, &name).await? {
+            datastores.push((name, ds.spec.endpoints));
+        }
+    }
+    let keys = build::egress_services(&datastores, &ctx.settings.workload);
+    let services = futures_util::future::try_join_all(keys.into_iter().map(|(namespace, name)| async move {
+        let found = Api::<Service>::namespaced(ctx.client.clone(), &namespace)
+            .get_opt(&name)
+            .await?;
+        Ok::<_, Error>(((namespace, name), found))
+    }))
+    .await?;
+    Ok(build::EgressInputs {
+        datastores,
+        services: services.into_iter().collect(),
     })
 }
 

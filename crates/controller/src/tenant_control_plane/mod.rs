@@ -3,8 +3,8 @@
 //! apply) → [`status`] (I/O: the status subresource, as `build` computed it). Two phases run it: the
 //! **datastore phase** ([`provision`]: the tenant's space and user on its DataStores and the datastore
 //! Secrets), then the **workload phase** ([`workload_phase`]: the Service, the PKI and kubeconfig
-//! Secrets, the authentication ConfigMap, the Deployment). A failure carries its [`Phase`], which names it in the `Ready`
-//! condition, the log and the `phase` metric.
+//! Secrets, the authentication ConfigMap, the egress NetworkPolicy, the Deployment). A failure carries
+//! its [`Phase`], which names it in the `Ready` condition, the log and the `phase` metric.
 
 pub mod apply;
 pub mod build;
@@ -139,8 +139,8 @@ pub async fn workload_phase(
     result.and(written)
 }
 
-/// The Service, the PKI and kubeconfig Secrets, the authentication ConfigMap, the Deployment; each
-/// step's error names its phase.
+/// The Service, the PKI and kubeconfig Secrets, the authentication ConfigMap, the egress
+/// NetworkPolicy, the Deployment; each step's error names its phase.
 async fn workload(
     tcp: &TenantControlPlane,
     ctx: &Context,
@@ -184,6 +184,10 @@ async fn workload(
     authentication(tcp, ctx, &namespace, conditions)
         .await
         .map_err(|e| e.in_phase(Phase::Authentication))?;
+    // The egress NetworkPolicy before the Deployment whose pods it restricts: no pod runs without it.
+    egress(tcp, ctx, &namespace, conditions)
+        .await
+        .map_err(|e| e.in_phase(Phase::Egress))?;
     deployment(tcp, ctx, storage, &pki, conditions, owned, now)
         .await
         .map_err(|e| e.in_phase(Phase::Deployment))?;
@@ -210,6 +214,23 @@ async fn authentication(
     if let Some((reason, message)) = build::authentication_condition(conditions, tcp, &built) {
         ctx.warn(tcp, reason, &message).await;
     }
+    Ok(())
+}
+
+/// The NetworkPolicy `<tcp>-egress` (what the control-plane pods may connect to) and
+/// `EgressRestricted`.
+async fn egress(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    namespace: &str,
+    conditions: &mut Conditions<'_>,
+) -> Result<(), Error> {
+    let started = Instant::now();
+    let inputs = fetch::egress_inputs(ctx, tcp).await?;
+    let built = build::egress_policy(tcp, &inputs, &ctx.settings.workload)?;
+    apply::network_policy(ctx, tcp, namespace, &built.policy).await?;
+    ctx.metrics.phase("egress", started.elapsed().as_secs_f64());
+    build::egress_condition(conditions, &built);
     Ok(())
 }
 

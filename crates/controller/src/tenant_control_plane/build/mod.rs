@@ -9,6 +9,7 @@ mod deployment;
 mod konnectivity;
 mod names;
 mod network;
+mod network_policy;
 mod pki;
 mod secrets;
 mod service;
@@ -34,8 +35,8 @@ use kube::ResourceExt as _;
 use serde_json::json;
 
 pub use self::{
-    args::*, authentication::*, deployment::*, konnectivity::*, names::*, network::*, pki::*, secrets::*,
-    service::*, status::*, storage::*, version::*,
+    args::*, authentication::*, deployment::*, konnectivity::*, names::*, network::*, network_policy::*,
+    pki::*, secrets::*, service::*, status::*, storage::*, version::*,
 };
 use crate::{
     Error, MANAGED_BY_LABEL, WorkloadSettings,
@@ -150,3 +151,6 @@ mod konnectivity_tests;
 
 #[cfg(test)]
 mod authentication_tests;
+
+#[cfg(test)]
+mod network_policy_tests;

@@ -30,19 +30,22 @@ pub mod conditions {
     /// `spec.authentication` is rendered into kube-apiserver's `--authentication-config` as written
     /// (absent without `spec.authentication`).
     pub const AUTHENTICATION_CONFIGURED: &str = "AuthenticationConfigured";
+    /// The NetworkPolicy `<tcp>-egress` limits where the control-plane pods may connect to.
+    pub const EGRESS_RESTRICTED: &str = "EgressRestricted";
     /// The control plane serves.
     pub const READY: &str = "Ready";
     /// kstatus' `Stalled`: True when no retry can succeed until something changes (a permanent error, pods
     /// that cannot be made, a rollout past its progress deadline); False otherwise.
     pub const STALLED: &str = "Stalled";
     /// All of the above.
-    pub const OWNED: [&str; 8] = [
+    pub const OWNED: [&str; 9] = [
         CERTIFICATES_READY,
         KUBECONFIGS_READY,
         DEPLOYMENT_AVAILABLE,
         VERSION_ACCEPTED,
         EXTRA_ARGS_APPLIED,
         AUTHENTICATION_CONFIGURED,
+        EGRESS_RESTRICTED,
         READY,
         STALLED,
     ];
@@ -193,6 +196,7 @@ pub fn workload_status(
         let type_ = match phase {
             Phase::Certificates => Some(CERTIFICATES_READY),
             Phase::Authentication => Some(AUTHENTICATION_CONFIGURED),
+            Phase::Egress => Some(EGRESS_RESTRICTED),
             Phase::Deployment => Some(DEPLOYMENT_AVAILABLE),
             _ => None,
         };
