@@ -53,6 +53,9 @@ pub async fn mint_unchecked(
     let key = keys::active(&ctx.db, &ctx.server_key, tenant)
         .await
         .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    if key.created {
+        ctx.tokens.verifying_keys.key_created();
+    }
     let now = Utc::now();
     let expires_at = now + Duration::seconds(ttl_seconds);
     let jti = Uuid::new_v4();
@@ -228,6 +231,7 @@ pub async fn rotate_signing_key(
     )
     .await?;
     tx.commit().await?;
+    ctx.tokens.verifying_keys.key_created();
     Ok(kid)
 }
 
