@@ -24,6 +24,9 @@ pub struct DbArgs {
     /// Maximum PostgreSQL connections in the pool.
     #[arg(long, env = "TENANTPLANE_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
+    #[command(flatten)]
+    /// `lock_timeout` and `statement_timeout` of every connection.
+    pub db_timeouts: crate::store::SessionTimeouts,
 }
 
 /// Token settings shared by `serve` and `token`.

@@ -179,3 +179,111 @@ async fn serve_refuses_an_external_issuer_that_would_accept_hmac() {
         "{stderr}"
     );
 }
+
+/// The production app on a fresh database whose pool sets `timeouts` on each connection, as `serve`
+/// does; its base URL and context.
+async fn app_with_session_timeouts(
+    timeouts: tenantplane::store::SessionTimeouts,
+) -> (String, tenantplane::service::Ctx) {
+    let url = support::fresh_database("serve-lock").await;
+    let options = timeouts.apply(url.parse().unwrap());
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .unwrap();
+    tenantplane::store::migrate(&db).await.unwrap();
+    let key = tenantplane::auth::keys::ServerKey::generate_base64().unwrap();
+    let ctx = tenantplane::service::Ctx {
+        db,
+        server_key: std::sync::Arc::new(tenantplane::auth::keys::ServerKey::from_base64(&key).unwrap()),
+        tokens: tenantplane::auth::TokenSettings {
+            issuer: "tenantplane".into(),
+            audience: "tenantplane".into(),
+            external: Default::default(),
+            verifying_keys: Default::default(),
+            cluster: Default::default(),
+        },
+        versions: Default::default(),
+        placement: Default::default(),
+        limits: Default::default(),
+    };
+    let app = tenantplane::api::App::build(ctx.clone(), None, Default::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(app.serve(listener, std::future::pending()));
+    (base, ctx)
+}
+
+#[tokio::test]
+async fn a_request_that_waits_past_the_lock_timeout_is_a_503_problem_not_a_hang() {
+    use tenantplane::{domain::Role, service::tokens::mint_unchecked};
+    let (base, ctx) = app_with_session_timeouts(tenantplane::store::SessionTimeouts {
+        lock_timeout_ms: 300,
+        ..Default::default()
+    })
+    .await;
+    let show = |sql: &'static str| {
+        let db = ctx.db.clone();
+        async move { sqlx::query_scalar::<_, String>(sql).fetch_one(&db).await.unwrap() }
+    };
+    assert_eq!(
+        (
+            show("show lock_timeout").await,
+            show("show statement_timeout").await
+        ),
+        ("300ms".to_string(), "30s".to_string())
+    );
+    let admin = mint_unchecked(&ctx, None, Role::PlatformAdmin, 3600, "admin", "tests")
+        .await
+        .unwrap()
+        .token;
+    let http = reqwest::Client::new();
+    let created = http
+        .post(format!("{base}/api/v1/tenants"))
+        .bearer_auth(&admin)
+        .json(&serde_json::json!({"slug": "locked", "displayName": "Locked"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let tenant = tenantplane::store::tenants::by_slug(&ctx.db, "locked")
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    let owner = mint_unchecked(&ctx, Some(tenant), Role::TenantAdmin, 3600, "owner", "tests")
+        .await
+        .unwrap()
+        .token;
+    // Another transaction holds the tenant's row, as one held across a Kubernetes call would.
+    let mut holder = ctx.db.begin().await.unwrap();
+    sqlx::query("select id from tenants where id = $1 for update")
+        .bind(tenant)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let rotate = || {
+        http.post(format!("{base}/api/v1/tenants/locked/signing-keys/rotate"))
+            .bearer_auth(&owner)
+            .send()
+    };
+    // Without a lock timeout the request waits as long as the lock is held: this bound only ends a hang.
+    let refused = tokio::time::timeout(Duration::from_secs(20), rotate())
+        .await
+        .expect("the request waited for the lock instead of failing at lock_timeout")
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    assert_eq!(refused.headers()["content-type"], "application/problem+json");
+    let problem: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(problem["type"], "https://tenantplane.dev/problems/unavailable");
+    assert_eq!(problem["title"], "Service unavailable");
+    assert_eq!(
+        problem["detail"],
+        "the database is busy with another change of the same data; retry shortly"
+    );
+    // Once the lock is released, the same request goes through.
+    holder.rollback().await.unwrap();
+    assert_eq!(rotate().await.unwrap().status(), 200);
+}

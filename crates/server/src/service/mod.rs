@@ -146,6 +146,10 @@ impl From<sqlx::Error> for ServiceError {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 ServiceError::Unavailable("the database is unreachable; retry shortly".into())
             }
+            // Waited past `lock_timeout` or ran past `statement_timeout`: nothing was changed.
+            err if crate::store::timed_out(&err) => ServiceError::Unavailable(
+                "the database is busy with another change of the same data; retry shortly".into(),
+            ),
             // A NUL character, which PostgreSQL text and jsonb cannot hold, in input no check refused.
             sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")) => {
                 ServiceError::Invalid(vec![FieldError::new("", "text must not contain NUL characters")])

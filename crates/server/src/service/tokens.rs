@@ -50,9 +50,8 @@ pub async fn mint_unchecked(
     if !(60..=auth::MAX_TOKEN_TTL_SECONDS).contains(&ttl_seconds) {
         return Err(FieldError::new("ttlSeconds", "must be between 60 seconds and 366 days").into());
     }
-    let key = keys::active(&ctx.db, &ctx.server_key, tenant)
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    // Database errors (a lock wait past `lock_timeout` too) map as any other; key errors are internal.
+    let key = keys::active(&ctx.db, &ctx.server_key, tenant).await?;
     if key.created {
         ctx.tokens.verifying_keys.key_created();
     }
@@ -216,9 +215,7 @@ pub async fn rotate_signing_key(
             "the tenant already has {live} live signing keys, the limit: a retired key keeps verifying until every token it may have signed has expired (at most 366 days), so rotate again after the oldest retired key has expired"
         )));
     }
-    let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id)).await?;
     store::audit(
         &mut *tx,
         Some(tenant.id),

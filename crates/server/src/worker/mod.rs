@@ -200,6 +200,17 @@ pub enum WorkerError {
     Kube(#[from] kube::Error),
 }
 
+impl WorkerError {
+    /// Whether PostgreSQL gave up on a statement (`lock_timeout`, `statement_timeout`): nothing changed,
+    /// and the same write may be tried again.
+    pub fn timed_out(&self) -> bool {
+        match self {
+            WorkerError::Store(StoreError::Db(err)) | WorkerError::Db(err) => store::timed_out(err),
+            _ => false,
+        }
+    }
+}
+
 /// What happened to one outbox row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
@@ -339,18 +350,44 @@ impl Worker {
         loop {
             match events.try_next().await {
                 Ok(Some(watcher::Event::Apply(tcp) | watcher::Event::InitApply(tcp))) => {
-                    if let Err(err) = self.write_status(&tcp).await {
+                    if let Err(err) = self.retrying(|| self.write_status(&tcp)).await {
                         tracing::warn!(%err, tcp = %tcp.name_any(), "status write failed");
                     }
                 }
                 Ok(Some(watcher::Event::Delete(tcp))) => {
-                    if let Err(err) = self.forget_tcp(&tcp).await {
+                    if let Err(err) = self.retrying(|| self.forget_tcp(&tcp)).await {
                         tracing::warn!(%err, tcp = %tcp.name_any(), "unpinning a deleted TCP failed");
                     }
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(()),
                 Err(err) => tracing::warn!(%err, "TenantControlPlane watch failed; backing off"),
+            }
+        }
+    }
+
+    /// Runs `write` again, with the outbox's backoff, while PostgreSQL gives up on it for a lock or a slow
+    /// statement (at most `max_attempts` times): a watch event is not sent again, so its write must land.
+    async fn retrying<T, F, Fut>(&self, write: F) -> Result<T, WorkerError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, WorkerError>>,
+    {
+        let mut attempt = 1;
+        loop {
+            match write().await {
+                Err(err) if err.timed_out() && attempt < self.settings.max_attempts => {
+                    let delay = backoff(
+                        attempt,
+                        Duration::from_millis(self.settings.backoff_ms),
+                        Duration::from_millis(self.settings.backoff_max_ms),
+                        jitter_unit(),
+                    );
+                    tracing::info!(%err, attempt, ?delay, "a write timed out in PostgreSQL; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                result => return result,
             }
         }
     }
