@@ -392,6 +392,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         store::migrate(&pool).await.context("run migrations")?;
     }
     args.worker.validate().map_err(anyhow::Error::msg)?;
+    args.http_timeouts.validate().map_err(anyhow::Error::msg)?;
     let mut ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
     ctx.placement.auto_override_pool = args.auto_override_pool.clone();
     ctx.limits = service::Limits {
@@ -459,15 +460,19 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
             tcp_nodelay: true,
             cors_origins: args.cors_allowed_origins.clone(),
             rate_limits: args.rate_limits,
+            http_timeouts: args.http_timeouts,
         },
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
     let tls_task = tls.map(|tls| {
         println!("tenantplane serving on https://{}", tls.local_addr_text());
-        let router = app.router();
+        let app = app.clone();
         tokio::spawn(async move {
-            if let Err(err) = api::serve_tls(router, tls.listener, crate::runtime::shutdown_signal()).await {
+            if let Err(err) = app
+                .serve_tls(tls.listener, crate::runtime::shutdown_signal())
+                .await
+            {
                 tracing::error!("the HTTPS listener stopped: {err}");
             }
         })

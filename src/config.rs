@@ -188,6 +188,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Per-token rate limits.
     pub rate_limits: crate::api::limits::RateLimitSettings,
+    #[command(flatten)]
+    /// How long a client may take to send a request (both listeners).
+    pub http_timeouts: crate::api::serve::HttpTimeouts,
 }
 
 /// Settings of `tenantplane worker`.

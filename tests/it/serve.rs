@@ -287,3 +287,150 @@ async fn a_request_that_waits_past_the_lock_timeout_is_a_503_problem_not_a_hang(
     holder.rollback().await.unwrap();
     assert_eq!(rotate().await.unwrap().status(), 200);
 }
+
+/// 300 ms for a request's line and headers, and 300 ms for its body.
+const IMPATIENT: tenantplane::api::serve::HttpTimeouts = tenantplane::api::serve::HttpTimeouts {
+    header_seconds: 0.3,
+    body_seconds: 0.3,
+};
+
+/// The test app with [`IMPATIENT`] deadlines; its address.
+async fn impatient_app() -> (crate::api::App, std::net::SocketAddr) {
+    let app = crate::api::spawn_app_custom(None, Default::default(), |s| s.http_timeouts = IMPATIENT).await;
+    let addr = app.base.trim_start_matches("http://").parse().unwrap();
+    (app, addr)
+}
+
+/// Everything the server sends until it closes the connection. The bound only ends a connection the
+/// server never closes (the test then fails); the read itself waits for the close.
+async fn until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut bytes = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut bytes))
+        .await
+        .expect("the server kept a slow client's connection open")
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_request_line_or_nothing_is_disconnected_at_the_header_timeout() {
+    use tokio::io::AsyncWriteExt as _;
+    let (app, addr) = impatient_app().await;
+    let started = std::time::Instant::now();
+    let mut half = tokio::net::TcpStream::connect(addr).await.unwrap();
+    half.write_all(b"GET /healthz HT").await.unwrap();
+    assert_eq!(until_closed(&mut half).await, "");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A connection that sends nothing is closed the same way.
+    let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert_eq!(until_closed(&mut idle).await, "");
+    // A request sent in time is answered.
+    let mut whole = tokio::net::TcpStream::connect(addr).await.unwrap();
+    whole
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = until_closed(&mut whole).await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    drop(app);
+}
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_body_gets_a_408_problem_and_is_disconnected() {
+    use tokio::io::AsyncWriteExt as _;
+    let (app, addr) = impatient_app().await;
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"slug\":",
+        app.admin
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut slow).await;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 408 Request Timeout\r\n"), "{answer}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("\r\nconnection: close"), "{answer}");
+    assert!(
+        head.contains("\r\ncontent-type: application/problem+json"),
+        "{answer}"
+    );
+    let problem: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        problem,
+        serde_json::json!({
+            "type": "https://tenantplane.dev/problems/request-timeout",
+            "title": "Request timeout",
+            "status": 408,
+            "detail": "the request body did not arrive within 0.3 s of its headers",
+        })
+    );
+    // Nothing was created.
+    assert!(
+        tenantplane::store::tenants::list(&app.ctx.db)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn the_tls_listener_disconnects_a_client_that_sends_half_a_request_line() {
+    let (app, _) = impatient_app().await;
+    let tls = tenantplane_devenv::localenv::issuer::start().await.unwrap();
+    let addr: std::net::SocketAddr = tls
+        .issuer
+        .url
+        .trim_start_matches("https://")
+        .trim_end_matches("/credentials")
+        .parse()
+        .unwrap();
+    let ca = tls.issuer.certificate_authority.clone().unwrap();
+    let served = tenantplane::api::App::build(
+        app.ctx.clone(),
+        None,
+        tenantplane::api::AppSettings {
+            http_timeouts: IMPATIENT,
+            rate_limits: tenantplane::api::limits::RateLimitSettings::OFF,
+            ..Default::default()
+        },
+    );
+    tokio::spawn(served.serve_tls(tls.listener, std::future::pending()));
+    let (sent, read) = tokio::task::spawn_blocking(move || tls_half_request(addr, &ca))
+        .await
+        .unwrap();
+    assert_eq!(sent, b"");
+    assert_eq!(read, Err(std::io::ErrorKind::UnexpectedEof));
+}
+
+/// Over TLS (trusting `ca_pem`), sends half a request line to `addr` and reads until the server closes:
+/// what it sent, and how the read ended. A 20 s read timeout only ends a connection never closed.
+fn tls_half_request(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+) -> (Vec<u8>, Result<usize, std::io::ErrorKind>) {
+    use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject as _};
+    use std::io::{Read as _, Write as _};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = ServerName::IpAddress(addr.ip().into());
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut stream = rustls::StreamOwned::new(conn, tcp);
+    stream.write_all(b"GET /healthz HT").unwrap();
+    stream.flush().unwrap();
+    let mut sent = Vec::new();
+    let read = stream.read_to_end(&mut sent).map_err(|e| e.kind());
+    (sent, read)
+}
