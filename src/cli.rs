@@ -402,6 +402,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         operation_deadline_seconds: args.operation_deadline_seconds,
         default_quota_control_planes: args.default_quota_control_planes,
         default_quota_tokens: args.default_quota_tokens,
+        external_mint_max_ttl_seconds: args.external_mint_max_ttl_seconds,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -166,6 +166,13 @@ pub struct ServeArgs {
     /// Live tokens a tenant may have unless a platform admin set its own quota.
     #[arg(long, env = "TENANTPLANE_DEFAULT_QUOTA_TOKENS", default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..=100_000))]
     pub default_quota_tokens: i64,
+    /// Longest lifetime, in seconds, of a token minted by a caller signed in through an external OIDC
+    /// issuer (platform or tenant admin): such a token outlives the caller's IdP session and account.
+    /// Default 30 days.
+    #[arg(long, env = "TENANTPLANE_EXTERNAL_MINT_MAX_TTL_SECONDS",
+          default_value_t = crate::service::DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS,
+          value_parser = clap::value_parser!(i64).range(60..=crate::auth::MAX_TOKEN_TTL_SECONDS))]
+    pub external_mint_max_ttl_seconds: i64,
     /// Origins of browser apps (a portal) allowed to call the API from another origin, comma-separated,
     /// exact match (`https://portal.example.com`); none: no CORS headers, same origin only.
     #[arg(long, env = "TENANTPLANE_CORS_ALLOWED_ORIGINS", value_delimiter = ',', value_parser = crate::api::parse_origin)]

@@ -112,6 +112,7 @@ pub async fn mint(
     }
     crate::domain::check_description("description", &input.description, MAX_DESCRIPTION_CHARS)?;
     let ttl = input.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
+    external_mint_cap(ctx, who, ttl)?;
     // The quota lock is held until the token is recorded (it is inserted on another connection: the lock
     // lets foreign-key checks through).
     let mut quota = ctx.db.begin().await?;
@@ -138,6 +139,22 @@ pub async fn mint(
     )
     .await?;
     Ok(minted)
+}
+
+/// Refuses a lifetime beyond `limits.external_mint_max_ttl_seconds` when `who` signed in through an
+/// external identity provider (whatever its role): 422 naming `ttlSeconds`.
+fn external_mint_cap(ctx: &Ctx, who: &Principal, ttl_seconds: i64) -> Result<()> {
+    let cap = ctx.limits.external_mint_max_ttl_seconds;
+    if who.external && ttl_seconds > cap {
+        return Err(FieldError::new(
+            "ttlSeconds",
+            format!(
+                "a caller signed in through an external identity provider may mint tokens of at most {cap} seconds"
+            ),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Filters of a token list.
