@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod parent_operations;
 pub mod placements;
 pub mod quotas;
+pub mod retention;
 pub mod tenants;
 pub mod tokens;
 
