@@ -56,7 +56,7 @@ pub struct AppState {
     pub hub: crate::service::events::Hub,
     /// Origins allowed to call from a browser on another origin.
     pub cors_origins: Vec<HeaderValue>,
-    /// Per-token rate limits; `None`: off.
+    /// Rate limits per token subject and per tenant; `None`: off.
     pub limits: Option<limits::RateLimits>,
     /// How long a client may take to send a request.
     pub http_timeouts: serve::HttpTimeouts,
@@ -89,7 +89,8 @@ pub struct AppSettings {
     /// Origins a browser app on another origin may call from (`--cors-allowed-origins`, exact match);
     /// none: no CORS headers, same origin only.
     pub cors_origins: Vec<HeaderValue>,
-    /// Per-token rate limits (`--rate-limit-per-second`, `--rate-limit-burst`).
+    /// Rate limits per token subject and per tenant (`--rate-limit-per-second`, `--rate-limit-burst`,
+    /// `--rate-limit-tenant-per-second`, `--rate-limit-tenant-burst`).
     pub rate_limits: limits::RateLimitSettings,
     /// How long a client may take to send a request's head and body (`--http-header-timeout-seconds`,
     /// `--http-body-timeout-seconds`), on the plain and the TLS listener.
@@ -293,10 +294,6 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     let graphql = graphql::routes(&state);
     let cors = cors(&state.cors_origins);
-    let api = match &state.limits {
-        Some(limits) => api.layer(limits.layer()),
-        None => api,
-    };
     let router = Router::new()
         .nest("/api/v1", api)
         .merge(graphql)

@@ -369,13 +369,9 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 pub fn routes(state: &AppState) -> Router<AppState> {
     let hub = state.hub.clone();
     let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone(), state.kube.clone());
-    // POST is charged by the rate-limit middleware; GET queries and WebSocket operations in the
-    // handlers (an upgrade or the GraphiQL page costs nothing).
+    // A request is charged one when it is authenticated (`Auth`), its mutation fields in `execute`, and
+    // WebSocket operations as they start.
     let post = axum::routing::post(post_graphql);
-    let post = match &state.limits {
-        Some(limits) => post.layer(limits.layer()),
-        None => post,
-    };
     Router::new()
         .route("/graphql", get(get_graphql).merge(post))
         .layer(Extension(schema))
@@ -431,11 +427,7 @@ async fn post_graphql(
         Ok(r) => r,
         Err(e) => return bad_request(format!("the body is not a GraphQL request: {e}")),
     };
-    let billing = Billing {
-        token: token_of(&headers),
-        charged: 1,
-    };
-    execute(&state, &schema, (auth, billing), rid, request).await
+    execute(&state, &schema, auth, rid, request).await
 }
 
 #[expect(clippy::too_many_arguments, reason = "one axum handler with its extractors")]
@@ -478,26 +470,7 @@ async fn get_graphql(
         )
         .into_response();
     }
-    let billing = Billing {
-        token: token_of(&headers),
-        charged: 0,
-    };
-    execute(&state, &schema, (auth, billing), rid, request).await
-}
-
-/// The bearer token of a request's `Authorization` header.
-fn token_of(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-}
-
-/// What a GraphQL HTTP request owes the rate limiter: its token, and what the middleware already charged.
-#[derive(Debug, Clone, Copy)]
-struct Billing<'a> {
-    token: Option<&'a str>,
-    charged: u32,
+    execute(&state, &schema, auth, rid, request).await
 }
 
 /// What operation `name` of `doc` (or its only one) costs against the rate limit: one per mutation root
@@ -523,7 +496,7 @@ pub fn operation_cost(doc: &async_graphql::parser::types::ExecutableDocument, na
 async fn execute(
     state: &AppState,
     schema: &AppSchema,
-    (auth, billing): (Result<Auth, ApiError>, Billing<'_>),
+    auth: Result<Auth, ApiError>,
     rid: RequestId,
     request: async_graphql::Request,
 ) -> Response {
@@ -535,8 +508,9 @@ async fn execute(
     let name = request.operation_name.clone();
     if let (Some(limits), Ok(doc)) = (&state.limits, request.parsed_query()) {
         let cost = operation_cost(doc, name.as_deref());
-        if let Err(refused) = limits.charge(limits.key(billing.token), cost, billing.charged) {
-            return limits.refusal(refused);
+        // Authenticating the request charged one already.
+        if let Err(refused) = limits.charge(&who, cost, 1) {
+            return limits.refusal(refused).into_response();
         }
     }
     if let Ok(doc) = request.parsed_query()
@@ -627,10 +601,8 @@ struct SocketState {
     settings: GraphqlSettings,
     /// Why the client's side ended, when it was an error (e.g. a message over the size limit).
     input_error: Arc<std::sync::Mutex<Option<String>>>,
-    /// Per-token rate limits, when on.
+    /// Rate limits, when on.
     limits: Option<super::limits::RateLimits>,
-    /// The rate-limit bucket of the `connection_init` token, once it is known.
-    key: Arc<std::sync::OnceLock<Option<u64>>>,
 }
 
 impl SocketState {
@@ -646,15 +618,15 @@ impl SocketState {
         Some(close_message(code, reason))
     }
 
-    /// Charges an operation message to the connection token's bucket; why not, when it is over the limit.
+    /// Charges an operation message to the connection caller's buckets; why not, when it is over a limit.
     fn over_limit(&self, message: &serde_json::Value) -> Option<String> {
         let limits = self.limits.as_ref()?;
+        let who = self.caller()?;
         let payload = message.get("payload")?;
         let doc = async_graphql::parser::parse_query(payload.get("query")?.as_str()?).ok()?;
         let name = payload.get("operationName").and_then(|v| v.as_str());
-        let key = self.key.get().copied().flatten();
         limits
-            .charge(key, operation_cost(&doc, name), 0)
+            .charge(&who, operation_cost(&doc, name), 0)
             .err()
             .map(|refused| limits.message(refused))
     }
@@ -796,9 +768,6 @@ async fn connection_init(state: SocketState, payload: serde_json::Value) -> asyn
     if let Ok(mut slot) = state.who.lock() {
         *slot = Some(who.clone());
     }
-    if let Some(limits) = &state.limits {
-        let _ = state.key.set(limits.key(Some(&token)));
-    }
     let mut data = Data::default();
     data.insert(loader::Loaders::new(&ctx, &who));
     data.insert(Caller(who));
@@ -828,7 +797,6 @@ async fn serve_socket(
         settings,
         input_error: Arc::default(),
         limits: app.limits.clone(),
-        key: Arc::default(),
     };
     let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
