@@ -60,6 +60,8 @@ pub struct AppState {
     pub limits: Option<limits::RateLimits>,
     /// How long a client may take to send a request.
     pub http_timeouts: serve::HttpTimeouts,
+    /// Per-tenant caps on GraphQL WebSockets and their live operations.
+    pub sockets: graphql::TenantSockets,
 }
 
 impl std::fmt::Debug for AppState {
@@ -143,6 +145,10 @@ impl App {
                 public_url,
                 max_body_bytes,
                 hub: crate::service::events::Hub::new(graphql.subscription_buffer),
+                sockets: graphql::TenantSockets::new(
+                    graphql.max_sockets_per_tenant,
+                    graphql.max_subscriptions_per_tenant,
+                ),
                 graphql,
                 cors_origins,
                 limits: limits::RateLimits::new(rate_limits),

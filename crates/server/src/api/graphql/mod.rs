@@ -11,6 +11,7 @@ mod drains;
 mod loader;
 mod mutation;
 mod query;
+mod slots;
 mod subscription;
 pub mod types;
 
@@ -41,7 +42,7 @@ use axum::{
 use futures_util::{SinkExt, StreamExt, future};
 use tokio::sync::Notify;
 
-pub use self::{mutation::Mutation, query::Query, subscription::Subscription};
+pub use self::{mutation::Mutation, query::Query, slots::TenantSockets, subscription::Subscription};
 use super::{
     AppState,
     error::ApiError,
@@ -118,6 +119,22 @@ pub struct GraphqlSettings {
         default_value_t = 20
     )]
     pub max_root_fields: usize,
+    /// Most WebSocket connections one tenant's tokens may hold open together (platform admins count as
+    /// one tenant); one more is closed at `connection_init` with 1013 (try again later).
+    #[arg(
+        long = "graphql-max-sockets-per-tenant",
+        env = "TENANTPLANE_GRAPHQL_MAX_SOCKETS_PER_TENANT",
+        default_value_t = 100
+    )]
+    pub max_sockets_per_tenant: usize,
+    /// Most live WebSocket operations (subscriptions, and queries and mutations until they end) of one
+    /// tenant over all its connections; one more is refused with `TOO_MANY_SUBSCRIPTIONS`.
+    #[arg(
+        long = "graphql-max-subscriptions-per-tenant",
+        env = "TENANTPLANE_GRAPHQL_MAX_SUBSCRIPTIONS_PER_TENANT",
+        default_value_t = 500
+    )]
+    pub max_subscriptions_per_tenant: usize,
 }
 
 impl Default for GraphqlSettings {
@@ -130,6 +147,8 @@ impl Default for GraphqlSettings {
             token_recheck_seconds: 60.0,
             max_aliases: 50,
             max_root_fields: 20,
+            max_sockets_per_tenant: 100,
+            max_subscriptions_per_tenant: 500,
         }
     }
 }
@@ -543,6 +562,7 @@ async fn execute(
 /// Prefixes of `connection_init` failures, mapped to close codes.
 const INIT_UNAUTHORIZED: &str = "unauthorized: ";
 const INIT_UNAVAILABLE: &str = "unavailable: ";
+const INIT_TOO_MANY: &str = "try again later: ";
 
 /// The bearer token of a `connection_init` payload: `Authorization` / `authorization` (`Bearer …`) or
 /// `token`.
@@ -603,6 +623,10 @@ struct SocketState {
     input_error: Arc<std::sync::Mutex<Option<String>>>,
     /// Rate limits, when on.
     limits: Option<super::limits::RateLimits>,
+    /// The per-tenant caps on connections and live operations.
+    sockets: TenantSockets,
+    /// This connection's place under its tenant's caps, once `connection_init` succeeded.
+    slot: Arc<std::sync::Mutex<Option<slots::SocketSlot>>>,
 }
 
 impl SocketState {
@@ -647,6 +671,7 @@ impl SocketState {
             )
         });
         if !starts {
+            self.ended(parsed.as_ref(), &["complete", "stop"]);
             return Some(bytes);
         }
         if let Some(who) = self.caller()
@@ -678,11 +703,42 @@ impl SocketState {
                 .send(Refusal::Operation(id(), message, "RATE_LIMITED"));
             return None;
         }
+        if self.with_slot(|slot| slot.start(&id())) == Some(false) {
+            let message = format!(
+                "too many live subscriptions for this tenant (at most {})",
+                self.sockets.max_operations
+            );
+            let _ = self
+                .denied
+                .send(Refusal::Operation(id(), message, "TOO_MANY_SUBSCRIPTIONS"));
+            return None;
+        }
         if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
             self.too_many.notify_one();
             return None;
         }
         Some(bytes)
+    }
+
+    /// `f` of this connection's place under its tenant's caps, once it has one.
+    fn with_slot<T>(&self, f: impl FnOnce(&slots::SocketSlot) -> T) -> Option<T> {
+        let slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.as_ref().map(f)
+    }
+
+    /// Ends the live operation that `message` names, when its type is one of `kinds` (a client's
+    /// `complete`/`stop`, the server's `complete`/`error`).
+    fn ended(&self, message: Option<&serde_json::Value>, kinds: &[&str]) {
+        let Some(message) = message else { return };
+        let kind = message.get("type").and_then(|t| t.as_str());
+        if let (Some(kind), Some(id)) = (kind, message.get("id").and_then(|i| i.as_str()))
+            && kinds.contains(&kind)
+        {
+            self.with_slot(|slot| slot.end(id));
+        }
     }
 }
 
@@ -726,6 +782,7 @@ fn graphql_close(code: u16, reason: String) -> Message {
     match (code, reason) {
         (1002, r) if r.starts_with(INIT_UNAUTHORIZED) => close_message(4403, r),
         (1002, r) if r.starts_with(INIT_UNAVAILABLE) => close_message(1011, r),
+        (1002, r) if r.starts_with(INIT_TOO_MANY) => close_message(1013, r),
         (1011, r) if r.contains("handshake") => {
             close_message(4401, "Unauthorized: send connection_init first".into())
         }
@@ -765,6 +822,16 @@ async fn connection_init(state: SocketState, payload: serde_json::Value) -> asyn
             TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
             e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
         })?;
+    let slot = state.sockets.open(who.tenant_id).ok_or_else(|| {
+        async_graphql::Error::new(format!(
+            "{INIT_TOO_MANY}too many WebSocket connections for this tenant (at most {})",
+            state.sockets.max_sockets
+        ))
+    })?;
+    *state
+        .slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(slot);
     if let Ok(mut slot) = state.who.lock() {
         *slot = Some(who.clone());
     }
@@ -797,6 +864,8 @@ async fn serve_socket(
         settings,
         input_error: Arc::default(),
         limits: app.limits.clone(),
+        sockets: app.sockets.clone(),
+        slot: Arc::default(),
     };
     let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
@@ -875,6 +944,9 @@ async fn serve_socket(
                     if text.starts_with("{\"type\":\"complete\"") {
                         let _ = state.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
                     }
+                    if text.starts_with("{\"type\":\"complete\"") || text.starts_with("{\"type\":\"error\"") {
+                        state.ended(serde_json::from_str(&text).ok().as_ref(), &["complete", "error"]);
+                    }
                     match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
                         Ok(Ok(())) => None,
                         // The client is gone, or has not read for SEND_TIMEOUT: nothing more can reach it.
@@ -894,6 +966,14 @@ async fn serve_socket(
             break;
         }
     }
+    // The connection's place and live operations go back to its tenant now, not when the last clone goes.
+    drop(
+        state
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(),
+    );
 }
 
 #[cfg(test)]
