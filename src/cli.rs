@@ -153,10 +153,14 @@ async fn connect(db: &DbArgs) -> anyhow::Result<(PgPool, Option<LocalPostgres>)>
     let options = PgPoolOptions::new()
         .max_connections(db.db_max_connections)
         .acquire_timeout(std::time::Duration::from_secs(5));
+    // Every connection waits at most `lock_timeout` for a lock and runs at most `statement_timeout`.
+    let session = |url: &str| -> anyhow::Result<sqlx::postgres::PgConnectOptions> {
+        Ok(db.db_timeouts.apply(url.parse().context("parse DATABASE_URL")?))
+    };
     if let Some(url) = db.database_url.as_ref().filter(|u| !u.expose().is_empty()) {
         return Ok((
             options
-                .connect(url.expose())
+                .connect_with(session(url.expose())?)
                 .await
                 .context("connect to PostgreSQL")?,
             None,
@@ -164,7 +168,8 @@ async fn connect(db: &DbArgs) -> anyhow::Result<(PgPool, Option<LocalPostgres>)>
     }
     // A local PostgreSQL another tenantplane process already runs?
     if let Ok(url) = std::fs::read_to_string(db.local_dir.join(LOCAL_URL_FILE))
-        && let Ok(pool) = options.clone().connect(url.trim()).await
+        && let Ok(url) = session(url.trim())
+        && let Ok(pool) = options.clone().connect_with(url).await
     {
         return Ok((pool, None));
     }
@@ -176,7 +181,7 @@ async fn connect(db: &DbArgs) -> anyhow::Result<(PgPool, Option<LocalPostgres>)>
     tracing::info!(port = pg.port(), "local PostgreSQL is ready");
     Ok((
         options
-            .connect(&pg.url())
+            .connect_with(session(&pg.url())?)
             .await
             .context("connect to the local PostgreSQL")?,
         Some(pg),
@@ -213,7 +218,7 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
 
 async fn migrate(db: DbArgs) -> anyhow::Result<()> {
     let (pool, _local) = connect(&db).await?;
-    store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    store::migrate(&pool).await.context("run migrations")?;
     println!("migrations applied");
     Ok(())
 }
@@ -252,7 +257,7 @@ fn external_issuers(auth: &AuthArgs) -> anyhow::Result<crate::auth::external::Ex
 
 async fn mint(args: TokenMintArgs) -> anyhow::Result<()> {
     let (pool, _local) = connect(&args.db).await?;
-    store::MIGRATOR.run(&pool).await.context("run migrations")?;
+    store::migrate(&pool).await.context("run migrations")?;
     let ctx = ctx(pool, &args.auth, &args.db, Default::default())?;
     let (tenant, role) = if args.platform_admin {
         (None, Role::PlatformAdmin)
@@ -311,7 +316,7 @@ async fn worker(mut args: WorkerArgs) -> anyhow::Result<()> {
     args.worker.issuer = args.issuer.issuer(None).map_err(anyhow::Error::msg)?;
     let (pool, _local) = connect(&args.db).await?;
     if args.migrate {
-        store::MIGRATOR.run(&pool).await.context("run migrations")?;
+        store::migrate(&pool).await.context("run migrations")?;
     }
     let kube = crate::k8s::client(args.kubeconfig.as_deref())
         .await
@@ -388,9 +393,10 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
 async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
     let (pool, local_pg) = connect(&args.db).await?;
     if args.migrate {
-        store::MIGRATOR.run(&pool).await.context("run migrations")?;
+        store::migrate(&pool).await.context("run migrations")?;
     }
     args.worker.validate().map_err(anyhow::Error::msg)?;
+    args.http_timeouts.validate().map_err(anyhow::Error::msg)?;
     let mut ctx = ctx(pool, &args.auth, &args.db, args.kubernetes_versions)?;
     ctx.placement.auto_override_pool = args.auto_override_pool.clone();
     ctx.limits = service::Limits {
@@ -400,6 +406,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         operation_deadline_seconds: args.operation_deadline_seconds,
         default_quota_control_planes: args.default_quota_control_planes,
         default_quota_tokens: args.default_quota_tokens,
+        external_mint_max_ttl_seconds: args.external_mint_max_ttl_seconds,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -458,15 +465,19 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
             tcp_nodelay: true,
             cors_origins: args.cors_allowed_origins.clone(),
             rate_limits: args.rate_limits,
+            http_timeouts: args.http_timeouts,
         },
     );
     tracing::info!(%addr, management_cluster = app.state.kube.is_some(), "serving HTTP");
     println!("tenantplane serving on http://{addr}");
     let tls_task = tls.map(|tls| {
         println!("tenantplane serving on https://{}", tls.local_addr_text());
-        let router = app.router();
+        let app = app.clone();
         tokio::spawn(async move {
-            if let Err(err) = api::serve_tls(router, tls.listener, crate::runtime::shutdown_signal()).await {
+            if let Err(err) = app
+                .serve_tls(tls.listener, crate::runtime::shutdown_signal())
+                .await
+            {
                 tracing::error!("the HTTPS listener stopped: {err}");
             }
         })

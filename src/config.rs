@@ -24,6 +24,9 @@ pub struct DbArgs {
     /// Maximum PostgreSQL connections in the pool.
     #[arg(long, env = "TENANTPLANE_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
+    #[command(flatten)]
+    /// `lock_timeout` and `statement_timeout` of every connection.
+    pub db_timeouts: crate::store::SessionTimeouts,
 }
 
 /// Token settings shared by `serve` and `token`.
@@ -163,6 +166,13 @@ pub struct ServeArgs {
     /// Live tokens a tenant may have unless a platform admin set its own quota.
     #[arg(long, env = "TENANTPLANE_DEFAULT_QUOTA_TOKENS", default_value_t = 100, value_parser = clap::value_parser!(i64).range(0..=100_000))]
     pub default_quota_tokens: i64,
+    /// Longest lifetime, in seconds, of a token minted by a caller signed in through an external OIDC
+    /// issuer (platform or tenant admin): such a token outlives the caller's IdP session and account.
+    /// Default 30 days.
+    #[arg(long, env = "TENANTPLANE_EXTERNAL_MINT_MAX_TTL_SECONDS",
+          default_value_t = crate::service::DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS,
+          value_parser = clap::value_parser!(i64).range(60..=crate::auth::MAX_TOKEN_TTL_SECONDS))]
+    pub external_mint_max_ttl_seconds: i64,
     /// Origins of browser apps (a portal) allowed to call the API from another origin, comma-separated,
     /// exact match (`https://portal.example.com`); none: no CORS headers, same origin only.
     #[arg(long, env = "TENANTPLANE_CORS_ALLOWED_ORIGINS", value_delimiter = ',', value_parser = crate::api::parse_origin)]
@@ -185,6 +195,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Per-token rate limits.
     pub rate_limits: crate::api::limits::RateLimitSettings,
+    #[command(flatten)]
+    /// How long a client may take to send a request (both listeners).
+    pub http_timeouts: crate::api::serve::HttpTimeouts,
 }
 
 /// Settings of `tenantplane worker`.

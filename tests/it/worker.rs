@@ -887,3 +887,77 @@ async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_retention_purge_deletes_rows_past_their_retention_in_batches_and_keeps_younger_ones() {
+    let (_, db) = fresh_db().await;
+    let tenant = store::tenants::insert(&db, &support::unique("ret"), "retention", &json!({}))
+        .await
+        .unwrap();
+    let run = |sql: &'static str| {
+        let (db, tenant) = (db.clone(), tenant.id);
+        async move { sqlx::query(sql).bind(tenant).execute(&db).await.unwrap() }
+    };
+    run(
+        "insert into idempotency_keys (scope, key, request_hash, response_status, response_body, created_at)
+         select $1::text, k, '\\x00', 201, '{}', now() - h * interval '1 hour'
+         from (values ('old', 25), ('young', 23), ('new', 0)) v(k, h)",
+    )
+    .await;
+    run("insert into outbox (tenant_id, kind, processed_at, created_at)
+         select $1, k, now() - d * interval '1 day', now() - interval '30 days'
+         from (values ('old', 8), ('young', 6)) v(k, d)
+         union all select $1, 'pending', null, now() - interval '30 days'")
+    .await;
+    run(
+        "insert into audit_log (tenant_id, actor, action, target_kind, target_id, created_at)
+         select $1, 'tests', 'test.retention', 'test', t, now() - d * interval '1 day'
+         from (values ('old-1', 401), ('old-2', 500), ('young', 399)) v(t, d)",
+    )
+    .await;
+    localenv::install_crypto_provider();
+    let nowhere = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let mut settings = settings();
+    settings.retention.batch_size = 1;
+    let metrics = WorkerMetrics::default();
+    let worker = Worker::new(db.clone(), nowhere, settings, metrics.clone());
+    let purged = worker.purge_once().await.unwrap();
+    let expected = store::retention::Purged {
+        idempotency_keys: 1,
+        outbox: 1,
+        audit_log: 2,
+    };
+    assert_eq!(purged, expected);
+    let left = |sql: &'static str| {
+        let db = db.clone();
+        async move { sqlx::query_scalar::<_, String>(sql).fetch_all(&db).await.unwrap() }
+    };
+    assert_eq!(
+        left("select key from idempotency_keys order by key").await,
+        ["new", "young"]
+    );
+    assert_eq!(
+        left("select kind from outbox order by kind").await,
+        ["pending", "young"]
+    );
+    assert_eq!(
+        left("select target_id from audit_log order by target_id").await,
+        ["young"]
+    );
+    let count = |table: &str| {
+        metrics
+            .purged
+            .get_or_create(&tenantplane::worker::metrics::TableLabels { table: table.into() })
+            .get()
+    };
+    assert_eq!(
+        (count("idempotency_keys"), count("outbox"), count("audit_log")),
+        (1, 1, 2)
+    );
+    // Nothing is left to purge: a second pass deletes nothing.
+    assert_eq!(
+        worker.purge_once().await.unwrap(),
+        store::retention::Purged::default()
+    );
+    assert_eq!(count("audit_log"), 2);
+}

@@ -1963,7 +1963,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2105,7 +2105,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2202,7 +2202,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2308,7 +2308,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2464,7 +2464,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2561,7 +2561,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2719,7 +2719,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2827,7 +2827,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -2924,7 +2924,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3021,7 +3021,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3163,7 +3163,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3262,7 +3262,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3404,7 +3404,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3501,7 +3501,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3607,7 +3607,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3752,7 +3752,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -3910,7 +3910,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4013,7 +4013,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4155,7 +4155,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4252,7 +4252,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4388,7 +4388,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4505,7 +4505,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4624,7 +4624,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4787,7 +4787,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -4888,7 +4888,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5005,7 +5005,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5183,7 +5183,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5293,7 +5293,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5392,7 +5392,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5550,7 +5550,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5651,7 +5651,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5750,7 +5750,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -5908,7 +5908,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6007,7 +6007,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6165,7 +6165,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6275,7 +6275,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6385,7 +6385,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6550,7 +6550,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6678,7 +6678,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6797,7 +6797,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -6913,7 +6913,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7010,7 +7010,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7155,7 +7155,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7263,7 +7263,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7371,7 +7371,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7479,7 +7479,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7596,7 +7596,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7741,7 +7741,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7840,7 +7840,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */
@@ -7923,7 +7923,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The token is over its rate limit; retry after Retry-After */
+            /** @description The token's subject or tenant is over its rate limit; retry after Retry-After */
             429: {
                 headers: {
                     /** @description Seconds to wait before retrying */

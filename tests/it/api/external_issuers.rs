@@ -376,3 +376,46 @@ async fn jwks_fetches_follow_no_redirect_and_refuse_oversized_documents() {
     }
     assert_eq!(idp.fetches(), 0, "the redirect to the real keys was not followed");
 }
+
+#[tokio::test]
+async fn externally_signed_in_admins_mint_tokens_of_at_most_30_days() {
+    let idp = Idp::start().await;
+    let key = idp.add_es256("k1");
+    let mut config = idp.config();
+    config
+        .role_map
+        .insert("tp-root".into(), tenantplane::domain::Role::PlatformAdmin);
+    config.allow_platform_admin = true;
+    config.validate("https://tenantplane.test").unwrap();
+    let app = spawn_app_configured(None, ExternalIssuers::new(vec![config]).unwrap()).await;
+    let slug = app.tenant("ext-mint").await;
+    let root = sign(&key, Algorithm::ES256, "k1", &idp.claims(&slug, &["tp-root"]));
+    let owner = sign(&key, Algorithm::ES256, "k1", &idp.claims(&slug, &["tp-admins"]));
+    let mint = |token: String, ttl: i64| {
+        let (app, path) = (&app, format!("/api/v1/tenants/{slug}/tokens"));
+        async move {
+            app.call(
+                Method::POST,
+                &path,
+                Some(&token),
+                Some(json!({"role": "tenant-viewer", "ttlSeconds": ttl})),
+            )
+            .await
+        }
+    };
+    let thirty_days = 30 * 24 * 3600;
+    for token in [root.clone(), owner.clone()] {
+        let r = mint(token.clone(), thirty_days + 1).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+        assert_eq!(r.headers["content-type"], "application/problem+json");
+        assert_eq!(
+            r.body["errors"],
+            json!([{"field": "ttlSeconds", "message": "a caller signed in through an external identity provider may mint tokens of at most 2592000 seconds"}])
+        );
+        let r = mint(token, thirty_days).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    // The platform's own tokens still mint up to 366 days.
+    let r = mint(app.admin.clone(), 366 * 24 * 3600).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+}

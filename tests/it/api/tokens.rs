@@ -284,3 +284,107 @@ async fn token_mint_cli_bootstraps_a_platform_admin() {
     let rows = store::tenants::list(&ctx.db).await.unwrap();
     assert!(rows.is_empty());
 }
+
+/// A token of tenant `tenant` (tenant-viewer, recorded in `api_tokens` so only its key can be unknown),
+/// signed with a fresh Ed25519 key under `kid`; returns the token and the key's raw public half.
+async fn token_with_own_key(app: &super::App, tenant: uuid::Uuid, kid: &str) -> (String, Vec<u8>) {
+    use ring::signature::KeyPair as _;
+    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+    let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+    let jti = uuid::Uuid::new_v4();
+    let now = chrono::Utc::now();
+    let expires = now + chrono::Duration::hours(1);
+    store::tokens::insert(
+        &app.ctx.db,
+        jti,
+        Some(tenant),
+        "tenant-viewer",
+        "own key",
+        "tests",
+        expires,
+    )
+    .await
+    .unwrap();
+    let claims = auth::Claims {
+        iss: app.ctx.tokens.issuer.clone(),
+        aud: app.ctx.tokens.audience.clone(),
+        sub: "own key".into(),
+        jti,
+        tid: Some(tenant),
+        role: tenantplane::domain::Role::TenantViewer,
+        iat: now.timestamp(),
+        nbf: now.timestamp(),
+        exp: expires.timestamp(),
+    };
+    let token = auth::sign(&claims, kid, pkcs8.as_ref()).unwrap();
+    (token, pair.public_key().as_ref().to_vec())
+}
+
+#[tokio::test]
+async fn a_token_with_an_unknown_kid_costs_one_query_however_often_it_is_sent() {
+    let app = spawn_app().await;
+    sqlx::query("create extension if not exists pg_stat_statements")
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
+    let slug = app.tenant("ghost").await;
+    let tenant = super::tenant_id(&app, &slug).await;
+    let (token, _) = token_with_own_key(&app, tenant, "ghost-kid").await;
+    let before = super::statements(&app).await;
+    for _ in 0..20 {
+        let r = app.call(Method::GET, "/api/v1/viewer", Some(&token), None).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);
+        assert_eq!(r.body["detail"], "the token was signed by an unknown key");
+    }
+    let after = super::statements(&app).await;
+    assert_eq!(
+        after - before,
+        1,
+        "statements for 20 requests with one unknown kid"
+    );
+}
+
+#[tokio::test]
+async fn a_key_created_through_the_service_makes_unknown_kids_verify_at_once() {
+    let app = spawn_app().await;
+    let slug = app.tenant("late-key").await;
+    let tenant = super::tenant_id(&app, &slug).await;
+    // Minted first: the tenant's first key is created here, not below.
+    let admin = app.token(&slug, "tenant-admin").await;
+    let kid = format!("late-{}", uuid::Uuid::new_v4().simple());
+    let (token, public) = token_with_own_key(&app, tenant, &kid).await;
+    let viewer = |t: String| {
+        let app = &app;
+        async move { app.call(Method::GET, "/api/v1/viewer", Some(&t), None).await }
+    };
+    assert_eq!(viewer(token.clone()).await.status, StatusCode::UNAUTHORIZED);
+    // The key appears behind the service's back (a retired key, verifying for an hour): its kid is still
+    // remembered as unknown.
+    sqlx::query(
+        "insert into signing_keys (kid, tenant_id, algorithm, public_key, private_key_ciphertext,
+                                   private_key_nonce, retired_at, verify_until)
+         values ($1, $2, 'EdDSA', $3, '\\x00', '\\x00', now(), now() + interval '1 hour')",
+    )
+    .bind(&kid)
+    .bind(tenant)
+    .bind(&public)
+    .execute(&app.ctx.db)
+    .await
+    .unwrap();
+    let r = viewer(token.clone()).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);
+    assert_eq!(r.body["detail"], "the token was signed by an unknown key");
+    // A key created through the service forgets the unknown kids: the next request finds the key.
+    let rotated = app
+        .call(
+            Method::POST,
+            &format!("/api/v1/tenants/{slug}/signing-keys/rotate"),
+            Some(&admin),
+            None,
+        )
+        .await;
+    assert!(rotated.status.is_success(), "{}", rotated.text);
+    let r = viewer(token).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["role"], "tenant-viewer");
+}

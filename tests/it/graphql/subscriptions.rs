@@ -474,3 +474,135 @@ async fn control_plane_events_say_what_happened_and_a_deletion_is_the_last() {
         )
     );
 }
+
+/// Sends a `ping` and waits for its `pong` (every message sent before it has been let through or
+/// refused); the types of the messages that came first.
+async fn settled(ws: &mut Ws) -> Vec<String> {
+    ws_send(ws, json!({"type": "ping"})).await;
+    let mut before = Vec::new();
+    loop {
+        match ws_next(ws, Duration::from_secs(10)).await {
+            Incoming::Json(m) if m["type"] == "pong" => return before,
+            Incoming::Json(m) => before.push(m["type"].as_str().unwrap_or_default().to_string()),
+            closed => panic!("closed: {closed:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_has_at_most_its_sockets_and_live_subscriptions_whatever_its_tokens() {
+    let app = spawn_app_with_graphql(tenantplane::api::graphql::GraphqlSettings {
+        max_sockets_per_tenant: 2,
+        max_subscriptions_per_tenant: 3,
+        ..Default::default()
+    })
+    .await;
+    let (slug, viewer, _, _) = tenant_with_cp(&app, "gq-caps", "caps").await;
+    let (second_token, third_token) = (
+        app.token(&slug, "tenant-viewer").await,
+        app.token(&slug, "tenant-viewer").await,
+    );
+    let mut first = ws_ready(&app, &viewer).await;
+    let mut second = ws_ready(&app, &second_token).await;
+    // A third connection of the tenant, with a token of its own, is refused at connection_init.
+    let mut third = ws_open(&app, "graphql-transport-ws").await;
+    ws_send(
+        &mut third,
+        json!({"type": "connection_init", "payload": {"token": third_token}}),
+    )
+    .await;
+    assert_eq!(
+        ws_next(&mut third, Duration::from_secs(5)).await,
+        Incoming::Closed(
+            1013,
+            "try again later: too many WebSocket connections for this tenant (at most 2)".into()
+        )
+    );
+    // Another tenant is not affected.
+    let other = app.tenant("gq-caps-other").await;
+    let outsider = app.token(&other, "tenant-viewer").await;
+    let mut elsewhere = ws_ready(&app, &outsider).await;
+    // Three live subscriptions over the two connections; a fourth is refused, its connection stays.
+    subscribe(&mut first, "1", &slug).await;
+    subscribe(&mut first, "2", &slug).await;
+    assert_eq!(settled(&mut first).await, Vec::<String>::new());
+    subscribe(&mut second, "3", &slug).await;
+    subscribe(&mut second, "4", &slug).await;
+    assert_eq!(
+        ws_next(&mut second, Duration::from_secs(5)).await,
+        Incoming::Json(json!({"type": "error", "id": "4", "payload": [{
+            "message": "too many live subscriptions for this tenant (at most 3)",
+            "extensions": {"code": "TOO_MANY_SUBSCRIPTIONS"}}]}))
+    );
+    subscribe(&mut elsewhere, "1", &other).await;
+    assert_eq!(settled(&mut elsewhere).await, Vec::<String>::new());
+    // A subscription the client stops gives its place back.
+    ws_send(&mut first, json!({"id": "1", "type": "complete"})).await;
+    assert!(!settled(&mut first).await.contains(&"error".to_string()));
+    subscribe(&mut second, "5", &slug).await;
+    assert_eq!(settled(&mut second).await, Vec::<String>::new());
+    // A closed connection gives back its place and its subscriptions: a new one is accepted.
+    drop(first);
+    crate::support::eventually("a connection in the freed place", Duration::from_secs(20), || {
+        let (app, token) = (&app, &third_token);
+        async move {
+            let mut ws = ws_open(app, "graphql-transport-ws").await;
+            ws_send(
+                &mut ws,
+                json!({"type": "connection_init", "payload": {"token": token}}),
+            )
+            .await;
+            (ws_next(&mut ws, Duration::from_secs(5)).await
+                == Incoming::Json(json!({"type": "connection_ack"})))
+            .then_some(ws)
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_burst_of_one_tenants_events_does_not_make_another_tenants_subscriber_lag() {
+    use tenantplane::service::{self, events::Hub};
+    use tokio::sync::broadcast::error::RecvError;
+    let app = spawn_app().await;
+    let (busy_slug, busy_viewer, busy, busy_cp) = tenant_with_cp(&app, "burst", "busy").await;
+    let (quiet_slug, quiet_viewer, quiet, quiet_cp) = tenant_with_cp(&app, "calm", "quiet").await;
+    // Subscribers may fall four events of their own tenant behind.
+    let hub = Hub::new(4);
+    let who = |token: String| {
+        let ctx = app.ctx.clone();
+        async move { service::tokens::authenticate(&ctx, &token).await.unwrap() }
+    };
+    let (busy_who, quiet_who) = (who(busy_viewer).await, who(quiet_viewer).await);
+    let (_, mut busy_events) = service::events::subscribe(&app.ctx, &hub, &busy_who, &busy_slug)
+        .await
+        .unwrap();
+    let (_, mut quiet_events) = service::events::subscribe(&app.ctx, &hub, &quiet_who, &quiet_slug)
+        .await
+        .unwrap();
+    // Twenty committed changes of the busy tenant, then one of the quiet tenant's; the busy tenant's
+    // subscriber reads nothing.
+    let notify = |tenant: Uuid, cp: Uuid| {
+        let db = app.ctx.db.clone();
+        async move {
+            sqlx::query("select pg_notify('control_plane_status', $1)")
+                .bind(format!("{tenant}:{cp}"))
+                .execute(&db)
+                .await
+                .unwrap();
+        }
+    };
+    for _ in 0..20 {
+        notify(busy, busy_cp).await;
+    }
+    notify(quiet, quiet_cp).await;
+    // Events are relayed in commit order: the quiet subscriber's first event is its own, after the burst
+    // (none of the burst reaches it, so it cannot fall behind it).
+    let event = tokio::time::timeout(Duration::from_secs(20), quiet_events.recv())
+        .await
+        .expect("the quiet tenant's event in time")
+        .unwrap();
+    assert_eq!((event.tenant_id, event.control_plane.id), (quiet, quiet_cp));
+    // The busy tenant's own subscriber fell 16 behind its own burst.
+    assert_eq!(busy_events.recv().await.unwrap_err(), RecvError::Lagged(16));
+}

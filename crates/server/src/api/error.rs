@@ -111,6 +111,18 @@ impl ApiError {
         e
     }
 
+    /// 429 `rate-limited`, with `Retry-After: seconds`.
+    pub fn rate_limited(detail: impl Into<String>, seconds: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            "Too many requests",
+            detail,
+        );
+        e.retry_after = Some(u32::try_from(seconds).unwrap_or(u32::MAX));
+        e
+    }
+
     /// 500: details are logged, never sent.
     pub fn internal(detail: &str) -> Self {
         tracing::error!(error = %detail, "internal error");

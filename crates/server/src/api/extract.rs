@@ -134,37 +134,57 @@ pub struct Auth(pub Principal);
 impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
+    /// Authenticates the request, then charges it to the caller's rate-limit buckets (its subject's and
+    /// its tenant's); a request that fails authentication is charged to its bearer string's bucket.
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let value = parts
+        let token = parts
             .headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
-        let text = value
-            .to_str()
-            .map_err(|_| ApiError::unauthorized(&TokenError::Malformed))?;
-        let token = bearer_token(text).ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
-        let principal = service::tokens::authenticate(&state.ctx, token)
-            .await
-            .map_err(|e| match e {
-                TokenError::Unavailable => {
-                    tracing::warn!(
-                        "a token could not be verified: the token store or its issuer is unavailable"
-                    );
-                    ApiError::new(
-                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        "unavailable",
-                        "Service unavailable",
-                        "the token store or the token's issuer is unavailable; try again later",
-                    )
-                }
-                e => ApiError::from(e),
-            })?;
-        tracing::Span::current().record(
-            "tenant.id",
-            tracing::field::display(principal.tenant_id.map(|t| t.to_string()).unwrap_or_default()),
-        );
-        Ok(Auth(principal))
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer_token);
+        let authenticated = authenticate(parts, state).await;
+        let Some(limits) = &state.limits else {
+            return authenticated.map(Auth);
+        };
+        let charged = match &authenticated {
+            Ok(who) => limits.charge(who, 1, 0),
+            Err(_) => limits.charge_unauthenticated(token),
+        };
+        charged.map_err(|refused| limits.refusal(refused))?;
+        authenticated.map(Auth)
     }
+}
+
+/// The caller of a request with an `Authorization: Bearer` header (401 otherwise; 503 when the token
+/// store is down).
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+    let value = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
+    let text = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized(&TokenError::Malformed))?;
+    let token = bearer_token(text).ok_or_else(|| ApiError::unauthorized(&TokenError::Missing))?;
+    let principal = service::tokens::authenticate(&state.ctx, token)
+        .await
+        .map_err(|e| match e {
+            TokenError::Unavailable => {
+                tracing::warn!("a token could not be verified: the token store or its issuer is unavailable");
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "Service unavailable",
+                    "the token store or the token's issuer is unavailable; try again later",
+                )
+            }
+            e => ApiError::from(e),
+        })?;
+    tracing::Span::current().record(
+        "tenant.id",
+        tracing::field::display(principal.tenant_id.map(|t| t.to_string()).unwrap_or_default()),
+    );
+    Ok(principal)
 }
 
 /// The token of an `Authorization` value (`Bearer <token>`).

@@ -11,6 +11,7 @@ pub mod migrations;
 pub mod openapi;
 pub mod portal;
 pub mod rest;
+pub mod serve;
 pub mod tls;
 pub mod web;
 
@@ -55,8 +56,12 @@ pub struct AppState {
     pub hub: crate::service::events::Hub,
     /// Origins allowed to call from a browser on another origin.
     pub cors_origins: Vec<HeaderValue>,
-    /// Per-token rate limits; `None`: off.
+    /// Rate limits per token subject and per tenant; `None`: off.
     pub limits: Option<limits::RateLimits>,
+    /// How long a client may take to send a request.
+    pub http_timeouts: serve::HttpTimeouts,
+    /// Per-tenant caps on GraphQL WebSockets and their live operations.
+    pub sockets: graphql::TenantSockets,
 }
 
 impl std::fmt::Debug for AppState {
@@ -86,8 +91,12 @@ pub struct AppSettings {
     /// Origins a browser app on another origin may call from (`--cors-allowed-origins`, exact match);
     /// none: no CORS headers, same origin only.
     pub cors_origins: Vec<HeaderValue>,
-    /// Per-token rate limits (`--rate-limit-per-second`, `--rate-limit-burst`).
+    /// Rate limits per token subject and per tenant (`--rate-limit-per-second`, `--rate-limit-burst`,
+    /// `--rate-limit-tenant-per-second`, `--rate-limit-tenant-burst`).
     pub rate_limits: limits::RateLimitSettings,
+    /// How long a client may take to send a request's head and body (`--http-header-timeout-seconds`,
+    /// `--http-body-timeout-seconds`), on the plain and the TLS listener.
+    pub http_timeouts: serve::HttpTimeouts,
 }
 
 impl Default for AppSettings {
@@ -101,6 +110,7 @@ impl Default for AppSettings {
             tcp_nodelay: false,
             cors_origins: Vec::new(),
             rate_limits: Default::default(),
+            http_timeouts: Default::default(),
         }
     }
 }
@@ -125,6 +135,7 @@ impl App {
             tcp_nodelay,
             cors_origins,
             rate_limits,
+            http_timeouts,
         } = settings;
         Self {
             state: AppState {
@@ -134,9 +145,14 @@ impl App {
                 public_url,
                 max_body_bytes,
                 hub: crate::service::events::Hub::new(graphql.subscription_buffer),
+                sockets: graphql::TenantSockets::new(
+                    graphql.max_sockets_per_tenant,
+                    graphql.max_subscriptions_per_tenant,
+                ),
                 graphql,
                 cors_origins,
                 limits: limits::RateLimits::new(rate_limits),
+                http_timeouts,
             },
             tcp_nodelay,
         }
@@ -160,20 +176,27 @@ impl App {
             .limits
             .clone()
             .map(|l| AbortOnDrop(tokio::spawn(l.sweep())));
+        let header = self.state.http_timeouts.header();
         if self.tcp_nodelay {
             let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
                 if let Err(err) = tcp.set_nodelay(true) {
                     tracing::debug!("TCP_NODELAY not set: {err}");
                 }
             });
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
+            serve::serve(listener, router, header, shutdown).await
         } else {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
+            serve::serve(listener, router, header, shutdown).await
         }
+    }
+
+    /// Serves the same app over TLS on `listener` until `shutdown`, with the same deadlines.
+    pub async fn serve_tls(
+        self,
+        listener: tls::TlsListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let header = self.state.http_timeouts.header();
+        serve::serve(listener, self.router(), header, shutdown).await
     }
 }
 
@@ -277,10 +300,6 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     let graphql = graphql::routes(&state);
     let cors = cors(&state.cors_origins);
-    let api = match &state.limits {
-        Some(limits) => api.layer(limits.layer()),
-        None => api,
-    };
     let router = Router::new()
         .nest("/api/v1", api)
         .merge(graphql)
@@ -299,6 +318,10 @@ pub fn router(state: AppState) -> Router {
         .merge(credential_issuer_routes(&state))
         .fallback(|| async { error::ApiError::new(StatusCode::NOT_FOUND, "not-found", "Not found", "no such route") })
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.http_timeouts.body(),
+            serve::body_deadline,
+        ))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
@@ -456,15 +479,15 @@ async fn credential_jwks(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Serves `router` over TLS on `listener` until `shutdown`.
+/// Serves `router` over TLS on `listener` until `shutdown`, with the default header deadline
+/// ([`App::serve_tls`] uses the app's).
 pub async fn serve_tls(
     router: Router,
     listener: tls::TlsListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let header = serve::HttpTimeouts::default().header();
+    serve::serve(listener, router, header, shutdown).await
 }
 
 /// OIDC discovery for the built-in issuer.

@@ -98,6 +98,8 @@ pub struct SigningKey {
     pub kid: String,
     /// PKCS#8 DER of the Ed25519 private key.
     pub pkcs8: Vec<u8>,
+    /// Created by this call (the tenant's first key): its verifying-key cache must forget unknown kids.
+    pub created: bool,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -189,6 +191,7 @@ pub async fn active(
     server: &ServerKey,
     tenant: Option<Uuid>,
 ) -> Result<SigningKey, KeyError> {
+    let mut created = false;
     for _ in 0..2 {
         let row = sqlx::query!(
             "select kid, private_key_ciphertext, private_key_nonce from signing_keys
@@ -204,7 +207,11 @@ pub async fn active(
                 &row.private_key_nonce,
                 &aad(&row.kid),
             )?;
-            return Ok(SigningKey { kid: row.kid, pkcs8 });
+            return Ok(SigningKey {
+                kid: row.kid,
+                pkcs8,
+                created,
+            });
         }
         // Serialize first-key creation per tenant with an advisory lock.
         let mut tx = db.begin().await?;
@@ -221,6 +228,7 @@ pub async fn active(
         .unwrap_or(0);
         if exists == 0 {
             rotate(&mut tx, server, tenant).await?;
+            created = true;
         }
         tx.commit().await?;
     }
@@ -260,12 +268,24 @@ async fn verifying_until(
 const KEY_CACHE_CAPACITY: usize = 10_000;
 /// How long a cached active key is trusted before it is read again (a rotation shortens its window).
 const KEY_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// Most unknown kids remembered; the memory starts over when full.
+pub const UNKNOWN_KID_CAPACITY: usize = 10_000;
+/// How long a kid found in no key is answered "unknown" without asking the database again.
+pub const UNKNOWN_KID_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Verifying keys already read, by kid, so a request costs one query (the revocation check) instead
 /// of two. A public key never changes; only its verification window can, and an entry is re-read
 /// after [`KEY_CACHE_TTL`] and never used past its `verify_until`.
+///
+/// Kids found in no key are remembered too (a keyed hash of each, at most [`UNKNOWN_KID_CAPACITY`], for
+/// [`UNKNOWN_KID_TTL`]), so a token with a made-up kid, sent again and again, costs one query per TTL. A
+/// key created through the service forgets them all at once ([`VerifyingKeyCache::key_created`]); a key
+/// another replica creates is found within the TTL (its kid is random, so no token names it earlier).
 #[derive(Debug, Clone, Default)]
-pub struct VerifyingKeyCache(Arc<RwLock<HashMap<String, CachedKey>>>);
+pub struct VerifyingKeyCache {
+    known: Arc<RwLock<HashMap<String, CachedKey>>>,
+    unknown: Arc<RwLock<UnknownKids>>,
+}
 
 /// One cached key.
 #[derive(Debug, Clone)]
@@ -275,31 +295,89 @@ struct CachedKey {
     read_at: std::time::Instant,
 }
 
+/// Kids found in no key: when each was looked up, by keyed hash; and how many keys were created since
+/// the start, so a lookup that raced a creation does not record its stale answer.
+#[derive(Debug, Default)]
+struct UnknownKids {
+    seen: HashMap<u64, std::time::Instant>,
+    hasher: std::hash::RandomState,
+    created: u64,
+}
+
+impl UnknownKids {
+    /// Whether `kid` was found in no key less than [`UNKNOWN_KID_TTL`] ago.
+    fn holds(&self, kid: &str, now: std::time::Instant) -> bool {
+        use std::hash::BuildHasher as _;
+        self.seen
+            .get(&self.hasher.hash_one(kid))
+            .is_some_and(|at| now.saturating_duration_since(*at) < UNKNOWN_KID_TTL)
+    }
+
+    /// Remembers `kid` as unknown at `now`, unless a key was created since `created` was read.
+    fn remember(&mut self, kid: &str, created: u64, now: std::time::Instant) {
+        use std::hash::BuildHasher as _;
+        if created != self.created {
+            return;
+        }
+        if self.seen.len() >= UNKNOWN_KID_CAPACITY {
+            self.seen.clear();
+        }
+        let hash = self.hasher.hash_one(kid);
+        self.seen.insert(hash, now);
+    }
+}
+
 impl VerifyingKeyCache {
     /// The verifying key with `kid`, from the cache or the database.
     pub async fn get(&self, db: impl PgExecutor<'_>, kid: &str) -> Result<Option<VerifyingKey>, KeyError> {
-        let hit = self.0.read().ok().and_then(|map| map.get(kid).cloned());
+        let hit = self.known.read().ok().and_then(|map| map.get(kid).cloned());
         if let Some(entry) = hit
             && entry.read_at.elapsed() < KEY_CACHE_TTL
             && entry.verify_until.is_none_or(|until| until > Utc::now())
         {
             return Ok(Some(entry.key));
         }
+        let created = match self.unknown.read() {
+            Ok(unknown) if unknown.holds(kid, std::time::Instant::now()) => return Ok(None),
+            Ok(unknown) => unknown.created,
+            Err(_) => 0,
+        };
         let found = verifying_until(db, kid).await?;
-        if let (Some((key, verify_until)), Ok(mut map)) = (&found, self.0.write()) {
-            if map.len() >= KEY_CACHE_CAPACITY {
-                map.clear();
+        match &found {
+            Some((key, verify_until)) => self.remember(key, *verify_until),
+            None => {
+                if let Ok(mut unknown) = self.unknown.write() {
+                    unknown.remember(kid, created, std::time::Instant::now());
+                }
             }
-            map.insert(
-                kid.to_string(),
-                CachedKey {
-                    key: key.clone(),
-                    verify_until: *verify_until,
-                    read_at: std::time::Instant::now(),
-                },
-            );
         }
         Ok(found.map(|(key, _)| key))
+    }
+
+    /// Caches `key` and its verification window.
+    fn remember(&self, key: &VerifyingKey, verify_until: Option<DateTime<Utc>>) {
+        let Ok(mut map) = self.known.write() else {
+            return;
+        };
+        if map.len() >= KEY_CACHE_CAPACITY {
+            map.clear();
+        }
+        map.insert(
+            key.kid.clone(),
+            CachedKey {
+                key: key.clone(),
+                verify_until,
+                read_at: std::time::Instant::now(),
+            },
+        );
+    }
+
+    /// A signing key was created (and committed): forgets every unknown kid, so the new key verifies at once.
+    pub fn key_created(&self) {
+        if let Ok(mut unknown) = self.unknown.write() {
+            unknown.seen.clear();
+            unknown.created += 1;
+        }
     }
 }
 
@@ -321,4 +399,47 @@ pub async fn jwks(db: impl PgExecutor<'_>) -> Result<Vec<Jwk>, KeyError> {
             use_: "sig",
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{UNKNOWN_KID_CAPACITY, UNKNOWN_KID_TTL, UnknownKids};
+
+    #[test]
+    fn an_unknown_kid_is_remembered_for_its_ttl_only() {
+        let mut unknown = UnknownKids::default();
+        let start = Instant::now();
+        unknown.remember("ghost", 0, start);
+        assert!(unknown.holds("ghost", start));
+        assert!(unknown.holds("ghost", start + UNKNOWN_KID_TTL - Duration::from_millis(1)));
+        assert!(!unknown.holds("ghost", start + UNKNOWN_KID_TTL));
+        assert!(!unknown.holds("other", start));
+    }
+
+    #[test]
+    fn a_lookup_that_raced_a_key_creation_is_not_remembered() {
+        let mut unknown = UnknownKids::default();
+        let now = Instant::now();
+        // The lookup read `created` 0; a key was created before it answered.
+        unknown.created = 1;
+        unknown.remember("fresh", 0, now);
+        assert!(!unknown.holds("fresh", now));
+        unknown.remember("fresh", 1, now);
+        assert!(unknown.holds("fresh", now));
+    }
+
+    #[test]
+    fn the_memory_starts_over_when_full() {
+        let mut unknown = UnknownKids::default();
+        let now = Instant::now();
+        for i in 0..UNKNOWN_KID_CAPACITY {
+            unknown.remember(&format!("kid-{i}"), 0, now);
+        }
+        assert_eq!(unknown.seen.len(), UNKNOWN_KID_CAPACITY);
+        unknown.remember("one-more", 0, now);
+        assert_eq!(unknown.seen.len(), 1);
+        assert!(unknown.holds("one-more", now));
+    }
 }

@@ -4,12 +4,13 @@
 //! the same statement (`store::outbox::write_status`), and `'<tenant>:<id>:deleted'` in the transaction
 //! that records it gone (`store::outbox::mark_deleted`), so a notification arrives only after the change
 //! is committed. One `LISTEN` per process (started by the first subscriber) loads the changed control
-//! plane once and fans it out through a bounded broadcast channel; each subscriber keeps only its own
-//! tenant's events. A subscriber that falls more than the channel's capacity behind gets
+//! plane once, when its tenant has subscribers, and fans it out through that tenant's bounded broadcast
+//! channel: a burst in one tenant never makes another tenant's subscribers lag. A subscriber that falls
+//! more than the channel's capacity behind its own tenant's events gets
 //! [`Lagged`](tokio::sync::broadcast::error::RecvError::Lagged) and is dropped by the surface: memory
 //! never grows with a slow client.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use sqlx::postgres::PgListener;
 use tokio::sync::{OnceCell, broadcast};
@@ -56,7 +57,7 @@ pub struct OperationEvent {
     pub operation: Operation,
 }
 
-/// The process-wide fan-out of [`Event`]s and [`OperationEvent`]s; cheap to clone.
+/// The process-wide fan-out of [`Event`]s and [`OperationEvent`]s, one channel per tenant; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Hub {
     inner: Arc<HubInner>,
@@ -64,56 +65,116 @@ pub struct Hub {
 
 #[derive(Debug)]
 struct HubInner {
+    /// Control-plane events, once their `LISTEN` runs.
+    control_planes: OnceCell<()>,
+    control_plane_channels: Channels<Event>,
+    /// Operation events, once their `LISTEN` runs.
+    operations: OnceCell<()>,
+    operation_channels: Channels<OperationEvent>,
     capacity: usize,
-    sender: OnceCell<broadcast::Sender<Arc<Event>>>,
-    operations: OnceCell<broadcast::Sender<Arc<OperationEvent>>>,
     revoked: OnceCell<broadcast::Sender<Uuid>>,
 }
 
+/// One bounded broadcast channel per tenant with subscribers, so a tenant's burst of events fills only
+/// its own subscribers' buffers: another tenant's subscribers neither see it nor lag behind it.
+#[derive(Debug)]
+struct Channels<T> {
+    capacity: usize,
+    by_tenant: std::sync::Mutex<HashMap<Uuid, broadcast::Sender<Arc<T>>>>,
+}
+
+impl<T> Channels<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            by_tenant: std::sync::Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, broadcast::Sender<Arc<T>>>> {
+        self.by_tenant
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A receiver of `tenant`'s events (forgets the channels nobody listens to any more).
+    fn subscribe(&self, tenant: Uuid) -> broadcast::Receiver<Arc<T>> {
+        let mut channels = self.lock();
+        channels.retain(|_, sender| sender.receiver_count() > 0);
+        channels
+            .entry(tenant)
+            .or_insert_with(|| broadcast::channel(self.capacity).0)
+            .subscribe()
+    }
+
+    /// Whether anyone listens to `tenant`'s events (nothing is loaded for a tenant nobody listens to).
+    fn wanted(&self, tenant: Uuid) -> bool {
+        self.lock()
+            .get(&tenant)
+            .is_some_and(|sender| sender.receiver_count() > 0)
+    }
+
+    /// Sends `event` to `tenant`'s subscribers, if it has any.
+    fn send(&self, tenant: Uuid, event: T) {
+        if let Some(sender) = self.lock().get(&tenant) {
+            // No receivers is fine: the last one left since `wanted`.
+            let _ = sender.send(Arc::new(event));
+        }
+    }
+}
+
 impl Hub {
-    /// A hub whose subscribers may fall at most `capacity` events behind.
+    /// A hub whose subscribers may fall at most `capacity` events of their own tenant behind.
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
         Self {
             inner: Arc::new(HubInner {
-                capacity: capacity.max(1),
-                sender: OnceCell::new(),
+                control_planes: OnceCell::new(),
+                control_plane_channels: Channels::new(capacity),
                 operations: OnceCell::new(),
+                operation_channels: Channels::new(capacity),
+                capacity,
                 revoked: OnceCell::new(),
             }),
         }
     }
 
-    /// The sender; the first call starts the `LISTEN` and returns once it is active.
-    async fn sender(&self, db: &sqlx::PgPool) -> Result<&broadcast::Sender<Arc<Event>>> {
+    /// The control-plane events of `tenant` as they are committed; the first call starts the `LISTEN` and
+    /// returns once it is active.
+    pub async fn control_planes(
+        &self,
+        db: &sqlx::PgPool,
+        tenant: Uuid,
+    ) -> Result<broadcast::Receiver<Arc<Event>>> {
         self.inner
-            .sender
+            .control_planes
             .get_or_try_init(|| async {
                 let mut listener = PgListener::connect_with(db).await?;
                 listener.listen(CHANNEL).await?;
-                let (sender, _) = broadcast::channel(self.inner.capacity);
-                tokio::spawn(relay(listener, db.clone(), sender.clone()));
-                Ok::<_, ServiceError>(sender)
+                tokio::spawn(relay(listener, db.clone(), self.clone()));
+                Ok::<_, ServiceError>(())
             })
-            .await
+            .await?;
+        Ok(self.inner.control_plane_channels.subscribe(tenant))
     }
-}
 
-impl Hub {
-    /// Every operation change of every tenant as it is committed (the caller filters); the first call
-    /// starts the `LISTEN` and returns once it is active.
-    pub async fn operations(&self, db: &sqlx::PgPool) -> Result<broadcast::Receiver<Arc<OperationEvent>>> {
-        let sender = self
-            .inner
+    /// The operation changes of `tenant` as they are committed; the first call starts the `LISTEN` and
+    /// returns once it is active.
+    pub async fn operations(
+        &self,
+        db: &sqlx::PgPool,
+        tenant: Uuid,
+    ) -> Result<broadcast::Receiver<Arc<OperationEvent>>> {
+        self.inner
             .operations
             .get_or_try_init(|| async {
                 let mut listener = PgListener::connect_with(db).await?;
                 listener.listen(crate::store::operations::CHANNEL).await?;
-                let (sender, _) = broadcast::channel(self.inner.capacity);
-                tokio::spawn(relay_operations(listener, db.clone(), sender.clone()));
-                Ok::<_, ServiceError>(sender)
+                tokio::spawn(relay_operations(listener, db.clone(), self.clone()));
+                Ok::<_, ServiceError>(())
             })
             .await?;
-        Ok(sender.subscribe())
+        Ok(self.inner.operation_channels.subscribe(tenant))
     }
 
     /// Revoked token ids as they are announced; the first call starts the `LISTEN` and returns once it is
@@ -153,11 +214,8 @@ async fn relay_revocations(mut listener: PgListener, sender: broadcast::Sender<U
 }
 
 /// Loads each notified operation once and broadcasts it.
-async fn relay_operations(
-    mut listener: PgListener,
-    db: sqlx::PgPool,
-    sender: broadcast::Sender<Arc<OperationEvent>>,
-) {
+async fn relay_operations(mut listener: PgListener, db: sqlx::PgPool, hub: Hub) {
+    let channels = &hub.inner.operation_channels;
     loop {
         let notification = match listener.recv().await {
             Ok(n) => n,
@@ -175,13 +233,17 @@ async fn relay_operations(
         else {
             continue;
         };
+        if !channels.wanted(tenant) {
+            continue;
+        }
         match super::operations::load(&db, tenant, id).await {
-            Ok(operation) => {
-                let _ = sender.send(Arc::new(OperationEvent {
+            Ok(operation) => channels.send(
+                tenant,
+                OperationEvent {
                     tenant_id: tenant,
                     operation,
-                }));
-            }
+                },
+            ),
             Err(err) => {
                 tracing::warn!(error = %err, operation.id = %id, "loading a changed operation failed")
             }
@@ -189,8 +251,9 @@ async fn relay_operations(
     }
 }
 
-/// Loads each notified control plane once and broadcasts it.
-async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Sender<Arc<Event>>) {
+/// Loads each notified control plane once, if its tenant has subscribers, and sends it to them.
+async fn relay(mut listener: PgListener, db: sqlx::PgPool, hub: Hub) {
+    let channels = &hub.inner.control_plane_channels;
     loop {
         let notification = match listener.recv().await {
             Ok(n) => n,
@@ -204,19 +267,22 @@ async fn relay(mut listener: PgListener, db: sqlx::PgPool, sender: broadcast::Se
         let Some((tenant, id, kind)) = parse_payload(notification.payload()) else {
             continue;
         };
+        if !channels.wanted(tenant) {
+            continue;
+        }
         let loaded = match kind {
             EventKind::Changed => super::control_planes::load_unchecked(&db, tenant, id).await,
             EventKind::Deleted => super::control_planes::load_gone(&db, tenant, id).await,
         };
         match loaded {
-            Ok(Some(control_plane)) => {
-                // No receivers is fine: nobody is subscribed right now.
-                let _ = sender.send(Arc::new(Event {
+            Ok(Some(control_plane)) => channels.send(
+                tenant,
+                Event {
                     kind,
                     tenant_id: tenant,
                     control_plane,
-                }));
-            }
+                },
+            ),
             Ok(None) => {}
             Err(err) => {
                 tracing::warn!(error = %err, control_plane.id = %id, "loading a changed control plane failed")
@@ -239,7 +305,7 @@ fn parse_payload(payload: &str) -> Option<(Uuid, Uuid, EventKind)> {
 }
 
 /// Subscribes `who` to the events of tenant `slug` (tenant-viewer or higher; another tenant is not
-/// found). Returns the tenant's id, to filter the shared stream with, and the receiver.
+/// found). Returns the tenant's id and the receiver of its events.
 pub async fn subscribe(
     ctx: &Ctx,
     hub: &Hub,
@@ -247,7 +313,7 @@ pub async fn subscribe(
     slug: &str,
 ) -> Result<(Uuid, broadcast::Receiver<Arc<Event>>)> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-    let receiver = hub.sender(&ctx.db).await?.subscribe();
+    let receiver = hub.control_planes(&ctx.db, tenant.id).await?;
     Ok((tenant.id, receiver))
 }
 

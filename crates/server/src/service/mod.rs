@@ -58,6 +58,10 @@ pub struct Limits {
     pub default_quota_control_planes: i64,
     /// Live tokens (neither revoked nor expired) a tenant may have unless a platform admin set its own quota.
     pub default_quota_tokens: i64,
+    /// Longest lifetime, in seconds, of a token minted by a caller signed in through an external identity
+    /// provider (`--external-mint-max-ttl-seconds`): a minted token outlives the caller's IdP session
+    /// and account, so it must not outlive them by a year.
+    pub external_mint_max_ttl_seconds: i64,
 }
 
 impl Default for Limits {
@@ -69,9 +73,13 @@ impl Default for Limits {
             operation_deadline_seconds: 1800,
             default_quota_control_planes: 50,
             default_quota_tokens: 100,
+            external_mint_max_ttl_seconds: DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS,
         }
     }
 }
+
+/// Default longest lifetime of a token an externally signed-in caller mints: 30 days.
+pub const DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS: i64 = 30 * 24 * 3600;
 
 /// How many users an `InUse` error names at most (it counts them all).
 pub const MAX_USERS_NAMED: i64 = 10;
@@ -146,6 +154,10 @@ impl From<sqlx::Error> for ServiceError {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 ServiceError::Unavailable("the database is unreachable; retry shortly".into())
             }
+            // Waited past `lock_timeout` or ran past `statement_timeout`: nothing was changed.
+            err if crate::store::timed_out(&err) => ServiceError::Unavailable(
+                "the database is busy with another change of the same data; retry shortly".into(),
+            ),
             // A NUL character, which PostgreSQL text and jsonb cannot hold, in input no check refused.
             sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05")) => {
                 ServiceError::Invalid(vec![FieldError::new("", "text must not contain NUL characters")])

@@ -77,7 +77,7 @@ pub async fn get(
         return load(&ctx.db, tenant.id, id).await;
     };
     // Listen first, then read: a change committed in between is heard.
-    let mut changes = hub.operations(&ctx.db).await?;
+    let mut changes = hub.operations(&ctx.db, tenant.id).await?;
     let first = load(&ctx.db, tenant.id, id).await?;
     if first.done {
         return Ok(first);
@@ -104,7 +104,7 @@ pub async fn get(
 }
 
 /// Subscribes `who` to the operation changes of tenant `slug` (tenant viewer; another tenant is not
-/// found). Returns the tenant's id, to filter the shared stream with, and the receiver.
+/// found). Returns the tenant's id and the receiver of its operations' changes.
 pub async fn subscribe(
     ctx: &Ctx,
     hub: &Hub,
@@ -115,7 +115,7 @@ pub async fn subscribe(
     tokio::sync::broadcast::Receiver<std::sync::Arc<super::events::OperationEvent>>,
 )> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
-    Ok((tenant.id, hub.operations(&ctx.db).await?))
+    Ok((tenant.id, hub.operations(&ctx.db, tenant.id).await?))
 }
 
 /// Loads one operation of a tenant.

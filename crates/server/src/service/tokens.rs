@@ -50,9 +50,11 @@ pub async fn mint_unchecked(
     if !(60..=auth::MAX_TOKEN_TTL_SECONDS).contains(&ttl_seconds) {
         return Err(FieldError::new("ttlSeconds", "must be between 60 seconds and 366 days").into());
     }
-    let key = keys::active(&ctx.db, &ctx.server_key, tenant)
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    // Database errors (a lock wait past `lock_timeout` too) map as any other; key errors are internal.
+    let key = keys::active(&ctx.db, &ctx.server_key, tenant).await?;
+    if key.created {
+        ctx.tokens.verifying_keys.key_created();
+    }
     let now = Utc::now();
     let expires_at = now + Duration::seconds(ttl_seconds);
     let jti = Uuid::new_v4();
@@ -110,6 +112,7 @@ pub async fn mint(
     }
     crate::domain::check_description("description", &input.description, MAX_DESCRIPTION_CHARS)?;
     let ttl = input.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS);
+    external_mint_cap(ctx, who, ttl)?;
     // The quota lock is held until the token is recorded (it is inserted on another connection: the lock
     // lets foreign-key checks through).
     let mut quota = ctx.db.begin().await?;
@@ -136,6 +139,22 @@ pub async fn mint(
     )
     .await?;
     Ok(minted)
+}
+
+/// Refuses a lifetime beyond `limits.external_mint_max_ttl_seconds` when `who` signed in through an
+/// external identity provider (whatever its role): 422 naming `ttlSeconds`.
+fn external_mint_cap(ctx: &Ctx, who: &Principal, ttl_seconds: i64) -> Result<()> {
+    let cap = ctx.limits.external_mint_max_ttl_seconds;
+    if who.external && ttl_seconds > cap {
+        return Err(FieldError::new(
+            "ttlSeconds",
+            format!(
+                "a caller signed in through an external identity provider may mint tokens of at most {cap} seconds"
+            ),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// Filters of a token list.
@@ -213,9 +232,7 @@ pub async fn rotate_signing_key(
             "the tenant already has {live} live signing keys, the limit: a retired key keeps verifying until every token it may have signed has expired (at most 366 days), so rotate again after the oldest retired key has expired"
         )));
     }
-    let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id))
-        .await
-        .map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let kid = keys::rotate(&mut tx, &ctx.server_key, Some(tenant.id)).await?;
     store::audit(
         &mut *tx,
         Some(tenant.id),
@@ -228,6 +245,7 @@ pub async fn rotate_signing_key(
     )
     .await?;
     tx.commit().await?;
+    ctx.tokens.verifying_keys.key_created();
     Ok(kid)
 }
 

@@ -11,6 +11,7 @@ pub mod outbox;
 pub mod parent_operations;
 pub mod placements;
 pub mod quotas;
+pub mod retention;
 pub mod tenants;
 pub mod tokens;
 
@@ -18,6 +19,67 @@ use uuid::Uuid;
 
 /// The embedded migrations (`migrations/`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// PostgreSQL session limits of every connection of the server's pools (`serve`, `worker`): a statement
+/// that waits longer for a lock, or runs longer, fails with a retryable error instead of holding a request
+/// (and its connection) for as long as another transaction keeps its lock, e.g. across Kubernetes calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct SessionTimeouts {
+    /// Milliseconds a statement may wait for a lock before it fails (PostgreSQL `lock_timeout`; the API
+    /// answers 503, the worker retries); 0: no limit.
+    #[arg(
+        long = "db-lock-timeout-ms",
+        env = "TENANTPLANE_DB_LOCK_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
+    pub lock_timeout_ms: u64,
+    /// Milliseconds a statement may run before it is cancelled (PostgreSQL `statement_timeout`; the API
+    /// answers 503, the worker retries); 0: no limit. Migrations run without it.
+    #[arg(
+        long = "db-statement-timeout-ms",
+        env = "TENANTPLANE_DB_STATEMENT_TIMEOUT_MS",
+        default_value_t = 30_000
+    )]
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for SessionTimeouts {
+    /// 5 s for a lock, 30 s for a statement.
+    fn default() -> Self {
+        Self {
+            lock_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl SessionTimeouts {
+    /// `options` with these limits set at connection start (so `RESET` keeps them).
+    pub fn apply(&self, options: sqlx::postgres::PgConnectOptions) -> sqlx::postgres::PgConnectOptions {
+        options.options([
+            ("lock_timeout", format!("{}ms", self.lock_timeout_ms)),
+            ("statement_timeout", format!("{}ms", self.statement_timeout_ms)),
+        ])
+    }
+}
+
+/// Runs the embedded migrations on a connection of `pool` without the session limits (a migration may
+/// wait for another replica's, or rewrite a large table), then closes that connection.
+pub async fn migrate(pool: &sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    let mut conn = pool.acquire().await?;
+    conn.close_on_drop();
+    sqlx::query("set lock_timeout = 0").execute(&mut *conn).await?;
+    sqlx::query("set statement_timeout = 0")
+        .execute(&mut *conn)
+        .await?;
+    MIGRATOR.run(&mut *conn).await
+}
+
+/// Whether `err` is PostgreSQL giving up on a statement: a lock wait past `lock_timeout` (55P03) or a
+/// statement past `statement_timeout` (57014). Nothing changed; the same work may be retried.
+pub fn timed_out(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("55P03" | "57014")))
+}
 
 /// Store errors.
 #[derive(Debug, thiserror::Error)]

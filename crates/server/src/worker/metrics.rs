@@ -13,6 +13,13 @@ pub struct RejectLabels {
     pub reason: String,
 }
 
+/// Labels of purged rows.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabels {
+    /// `idempotency_keys`, `outbox` or `audit_log`.
+    pub table: String,
+}
+
 /// The worker's metrics; clones share the same values.
 #[derive(Debug, Clone)]
 pub struct WorkerMetrics {
@@ -30,6 +37,8 @@ pub struct WorkerMetrics {
     pub status_updates: Counter,
     /// Statuses ignored because the TCP is not the one the worker made for the row its labels name.
     pub status_rejected: Family<RejectLabels, Counter>,
+    /// Rows deleted past their retention, by table.
+    pub purged: Family<TableLabels, Counter>,
 }
 
 impl Default for WorkerMetrics {
@@ -42,6 +51,7 @@ impl Default for WorkerMetrics {
             resync_applies: Counter::default(),
             status_updates: Counter::default(),
             status_rejected: Family::default(),
+            purged: Family::default(),
         }
     }
 }
@@ -76,6 +86,20 @@ impl WorkerMetrics {
             "Statuses ignored: the TCP is not the one the worker made for the row its labels name",
             self.status_rejected.clone(),
         );
+        registry.register(
+            "worker_retention_purged",
+            "Rows deleted past their retention, by table",
+            self.purged.clone(),
+        );
+    }
+
+    /// Counts `rows` purged from `table`.
+    pub fn purged(&self, table: &str, rows: u64) {
+        self.purged
+            .get_or_create(&TableLabels {
+                table: table.to_string(),
+            })
+            .inc_by(rows);
     }
 
     /// Counts one refused status write.

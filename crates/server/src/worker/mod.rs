@@ -1,7 +1,7 @@
 //! The sync worker: PostgreSQL intent → `TenantControlPlane`s through the transactional outbox, and status
 //! back.
 //!
-//! Six loops run side by side ([`Worker::run`]):
+//! Seven loops run side by side ([`Worker::run`]):
 //! - **outbox**: claim due rows (`FOR UPDATE SKIP LOCKED`, oldest row per control plane), apply or delete,
 //!   and record the result in the transaction that holds the claim. A crash rolls the claim back and the
 //!   rows are applied again (server-side apply is idempotent); the committed audit row
@@ -21,6 +21,8 @@
 //! - **drains**: every [`PARENT_SWEEP`], the open drains and rebalances start their next children (each
 //!   parent under its row lock, so replicas never exceed its concurrency) and end when all children have
 //!   ([`crate::service::drive`]).
+//! - **retention**: every `retention.interval_seconds`, delete the idempotency keys, processed outbox rows
+//!   and audit rows past their retention, in batches ([`store::retention`]).
 //! - **resync**: every `resync_interval`, re-apply every live control plane (drift repair). Server-side apply
 //!   under the field manager `tenantplane` with force takes back only fields in our object; fields other
 //!   managers own and we never send are left alone.
@@ -123,6 +125,9 @@ pub struct WorkerSettings {
     /// (from `--credential-issuer-url`; none: no `spec.authentication`).
     #[arg(skip)]
     pub issuer: Option<translate::ClusterIssuer>,
+    #[command(flatten)]
+    /// How long idempotency keys, processed outbox rows and audit rows are kept.
+    pub retention: store::retention::Retention,
 }
 
 impl Default for WorkerSettings {
@@ -138,6 +143,7 @@ impl Default for WorkerSettings {
             tenant_address: translate::TenantAddress::None,
             delete_timeout_seconds: 600.0,
             issuer: None,
+            retention: Default::default(),
         }
     }
 }
@@ -160,7 +166,7 @@ impl WorkerSettings {
         if !self.namespace_template.contains("{tenant}") {
             return Err("the namespace template must contain {tenant}".into());
         }
-        Ok(())
+        self.retention.validate()
     }
 }
 
@@ -198,6 +204,17 @@ pub enum WorkerError {
     /// The management cluster.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+}
+
+impl WorkerError {
+    /// Whether PostgreSQL gave up on a statement (`lock_timeout`, `statement_timeout`): nothing changed,
+    /// and the same write may be tried again.
+    pub fn timed_out(&self) -> bool {
+        match self {
+            WorkerError::Store(StoreError::Db(err)) | WorkerError::Db(err) => store::timed_out(err),
+            _ => false,
+        }
+    }
 }
 
 /// What happened to one outbox row.
@@ -266,6 +283,7 @@ impl Worker {
         let datastores = self.clone().datastore_loop();
         let deadlines = self.clone().deadline_loop();
         let parents = self.clone().parent_loop();
+        let retention = self.clone().retention_loop();
         tokio::select! {
             r = outbox => r,
             r = status => r,
@@ -273,7 +291,36 @@ impl Worker {
             r = datastores => r,
             r = deadlines => r,
             r = parents => r,
+            r = retention => r,
         }
+    }
+
+    /// Purges the rows past their retention, every `retention.interval_seconds`.
+    async fn retention_loop(self: Arc<Self>) -> anyhow::Result<()> {
+        let every = Duration::from_secs(self.settings.retention.interval_seconds.max(1));
+        loop {
+            tokio::time::sleep(every).await;
+            if let Err(err) = self.purge_once().await {
+                tracing::warn!(%err, "the retention purge failed; retrying at the next interval");
+            }
+        }
+    }
+
+    /// Deletes the idempotency keys, processed outbox rows and audit rows past their retention, and
+    /// counts them in `worker_retention_purged{table}`.
+    pub async fn purge_once(&self) -> Result<store::retention::Purged, WorkerError> {
+        let purged = store::retention::purge(&self.db, &self.settings.retention).await?;
+        for (table, rows) in [
+            ("idempotency_keys", purged.idempotency_keys),
+            ("outbox", purged.outbox),
+            ("audit_log", purged.audit_log),
+        ] {
+            self.metrics.purged(table, rows);
+        }
+        if purged != store::retention::Purged::default() {
+            tracing::info!(?purged, "rows past their retention purged");
+        }
+        Ok(purged)
     }
 
     async fn outbox_loop(self: Arc<Self>) -> anyhow::Result<()> {
@@ -339,18 +386,44 @@ impl Worker {
         loop {
             match events.try_next().await {
                 Ok(Some(watcher::Event::Apply(tcp) | watcher::Event::InitApply(tcp))) => {
-                    if let Err(err) = self.write_status(&tcp).await {
+                    if let Err(err) = self.retrying(|| self.write_status(&tcp)).await {
                         tracing::warn!(%err, tcp = %tcp.name_any(), "status write failed");
                     }
                 }
                 Ok(Some(watcher::Event::Delete(tcp))) => {
-                    if let Err(err) = self.forget_tcp(&tcp).await {
+                    if let Err(err) = self.retrying(|| self.forget_tcp(&tcp)).await {
                         tracing::warn!(%err, tcp = %tcp.name_any(), "unpinning a deleted TCP failed");
                     }
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => return Ok(()),
                 Err(err) => tracing::warn!(%err, "TenantControlPlane watch failed; backing off"),
+            }
+        }
+    }
+
+    /// Runs `write` again, with the outbox's backoff, while PostgreSQL gives up on it for a lock or a slow
+    /// statement (at most `max_attempts` times): a watch event is not sent again, so its write must land.
+    async fn retrying<T, F, Fut>(&self, write: F) -> Result<T, WorkerError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, WorkerError>>,
+    {
+        let mut attempt = 1;
+        loop {
+            match write().await {
+                Err(err) if err.timed_out() && attempt < self.settings.max_attempts => {
+                    let delay = backoff(
+                        attempt,
+                        Duration::from_millis(self.settings.backoff_ms),
+                        Duration::from_millis(self.settings.backoff_max_ms),
+                        jitter_unit(),
+                    );
+                    tracing::info!(%err, attempt, ?delay, "a write timed out in PostgreSQL; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                result => return result,
             }
         }
     }

@@ -11,6 +11,7 @@ mod drains;
 mod loader;
 mod mutation;
 mod query;
+mod slots;
 mod subscription;
 pub mod types;
 
@@ -41,7 +42,7 @@ use axum::{
 use futures_util::{SinkExt, StreamExt, future};
 use tokio::sync::Notify;
 
-pub use self::{mutation::Mutation, query::Query, subscription::Subscription};
+pub use self::{mutation::Mutation, query::Query, slots::TenantSockets, subscription::Subscription};
 use super::{
     AppState,
     error::ApiError,
@@ -118,6 +119,22 @@ pub struct GraphqlSettings {
         default_value_t = 20
     )]
     pub max_root_fields: usize,
+    /// Most WebSocket connections one tenant's tokens may hold open together (platform admins count as
+    /// one tenant); one more is closed at `connection_init` with 1013 (try again later).
+    #[arg(
+        long = "graphql-max-sockets-per-tenant",
+        env = "TENANTPLANE_GRAPHQL_MAX_SOCKETS_PER_TENANT",
+        default_value_t = 100
+    )]
+    pub max_sockets_per_tenant: usize,
+    /// Most live WebSocket operations (subscriptions, and queries and mutations until they end) of one
+    /// tenant over all its connections; one more is refused with `TOO_MANY_SUBSCRIPTIONS`.
+    #[arg(
+        long = "graphql-max-subscriptions-per-tenant",
+        env = "TENANTPLANE_GRAPHQL_MAX_SUBSCRIPTIONS_PER_TENANT",
+        default_value_t = 500
+    )]
+    pub max_subscriptions_per_tenant: usize,
 }
 
 impl Default for GraphqlSettings {
@@ -130,6 +147,8 @@ impl Default for GraphqlSettings {
             token_recheck_seconds: 60.0,
             max_aliases: 50,
             max_root_fields: 20,
+            max_sockets_per_tenant: 100,
+            max_subscriptions_per_tenant: 500,
         }
     }
 }
@@ -369,13 +388,9 @@ fn gql_error(err: ServiceError) -> async_graphql::Error {
 pub fn routes(state: &AppState) -> Router<AppState> {
     let hub = state.hub.clone();
     let schema = schema_with(state.ctx.clone(), &state.graphql, hub.clone(), state.kube.clone());
-    // POST is charged by the rate-limit middleware; GET queries and WebSocket operations in the
-    // handlers (an upgrade or the GraphiQL page costs nothing).
+    // A request is charged one when it is authenticated (`Auth`), its mutation fields in `execute`, and
+    // WebSocket operations as they start.
     let post = axum::routing::post(post_graphql);
-    let post = match &state.limits {
-        Some(limits) => post.layer(limits.layer()),
-        None => post,
-    };
     Router::new()
         .route("/graphql", get(get_graphql).merge(post))
         .layer(Extension(schema))
@@ -431,11 +446,7 @@ async fn post_graphql(
         Ok(r) => r,
         Err(e) => return bad_request(format!("the body is not a GraphQL request: {e}")),
     };
-    let billing = Billing {
-        token: token_of(&headers),
-        charged: 1,
-    };
-    execute(&state, &schema, (auth, billing), rid, request).await
+    execute(&state, &schema, auth, rid, request).await
 }
 
 #[expect(clippy::too_many_arguments, reason = "one axum handler with its extractors")]
@@ -478,26 +489,7 @@ async fn get_graphql(
         )
         .into_response();
     }
-    let billing = Billing {
-        token: token_of(&headers),
-        charged: 0,
-    };
-    execute(&state, &schema, (auth, billing), rid, request).await
-}
-
-/// The bearer token of a request's `Authorization` header.
-fn token_of(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-}
-
-/// What a GraphQL HTTP request owes the rate limiter: its token, and what the middleware already charged.
-#[derive(Debug, Clone, Copy)]
-struct Billing<'a> {
-    token: Option<&'a str>,
-    charged: u32,
+    execute(&state, &schema, auth, rid, request).await
 }
 
 /// What operation `name` of `doc` (or its only one) costs against the rate limit: one per mutation root
@@ -523,7 +515,7 @@ pub fn operation_cost(doc: &async_graphql::parser::types::ExecutableDocument, na
 async fn execute(
     state: &AppState,
     schema: &AppSchema,
-    (auth, billing): (Result<Auth, ApiError>, Billing<'_>),
+    auth: Result<Auth, ApiError>,
     rid: RequestId,
     request: async_graphql::Request,
 ) -> Response {
@@ -535,8 +527,9 @@ async fn execute(
     let name = request.operation_name.clone();
     if let (Some(limits), Ok(doc)) = (&state.limits, request.parsed_query()) {
         let cost = operation_cost(doc, name.as_deref());
-        if let Err(refused) = limits.charge(limits.key(billing.token), cost, billing.charged) {
-            return limits.refusal(refused);
+        // Authenticating the request charged one already.
+        if let Err(refused) = limits.charge(&who, cost, 1) {
+            return limits.refusal(refused).into_response();
         }
     }
     if let Ok(doc) = request.parsed_query()
@@ -569,6 +562,7 @@ async fn execute(
 /// Prefixes of `connection_init` failures, mapped to close codes.
 const INIT_UNAUTHORIZED: &str = "unauthorized: ";
 const INIT_UNAVAILABLE: &str = "unavailable: ";
+const INIT_TOO_MANY: &str = "try again later: ";
 
 /// The bearer token of a `connection_init` payload: `Authorization` / `authorization` (`Bearer …`) or
 /// `token`.
@@ -627,10 +621,12 @@ struct SocketState {
     settings: GraphqlSettings,
     /// Why the client's side ended, when it was an error (e.g. a message over the size limit).
     input_error: Arc<std::sync::Mutex<Option<String>>>,
-    /// Per-token rate limits, when on.
+    /// Rate limits, when on.
     limits: Option<super::limits::RateLimits>,
-    /// The rate-limit bucket of the `connection_init` token, once it is known.
-    key: Arc<std::sync::OnceLock<Option<u64>>>,
+    /// The per-tenant caps on connections and live operations.
+    sockets: TenantSockets,
+    /// This connection's place under its tenant's caps, once `connection_init` succeeded.
+    slot: Arc<std::sync::Mutex<Option<slots::SocketSlot>>>,
 }
 
 impl SocketState {
@@ -646,15 +642,15 @@ impl SocketState {
         Some(close_message(code, reason))
     }
 
-    /// Charges an operation message to the connection token's bucket; why not, when it is over the limit.
+    /// Charges an operation message to the connection caller's buckets; why not, when it is over a limit.
     fn over_limit(&self, message: &serde_json::Value) -> Option<String> {
         let limits = self.limits.as_ref()?;
+        let who = self.caller()?;
         let payload = message.get("payload")?;
         let doc = async_graphql::parser::parse_query(payload.get("query")?.as_str()?).ok()?;
         let name = payload.get("operationName").and_then(|v| v.as_str());
-        let key = self.key.get().copied().flatten();
         limits
-            .charge(key, operation_cost(&doc, name), 0)
+            .charge(&who, operation_cost(&doc, name), 0)
             .err()
             .map(|refused| limits.message(refused))
     }
@@ -675,6 +671,7 @@ impl SocketState {
             )
         });
         if !starts {
+            self.ended(parsed.as_ref(), &["complete", "stop"]);
             return Some(bytes);
         }
         if let Some(who) = self.caller()
@@ -706,11 +703,42 @@ impl SocketState {
                 .send(Refusal::Operation(id(), message, "RATE_LIMITED"));
             return None;
         }
+        if self.with_slot(|slot| slot.start(&id())) == Some(false) {
+            let message = format!(
+                "too many live subscriptions for this tenant (at most {})",
+                self.sockets.max_operations
+            );
+            let _ = self
+                .denied
+                .send(Refusal::Operation(id(), message, "TOO_MANY_SUBSCRIPTIONS"));
+            return None;
+        }
         if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_SUBSCRIPTIONS {
             self.too_many.notify_one();
             return None;
         }
         Some(bytes)
+    }
+
+    /// `f` of this connection's place under its tenant's caps, once it has one.
+    fn with_slot<T>(&self, f: impl FnOnce(&slots::SocketSlot) -> T) -> Option<T> {
+        let slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.as_ref().map(f)
+    }
+
+    /// Ends the live operation that `message` names, when its type is one of `kinds` (a client's
+    /// `complete`/`stop`, the server's `complete`/`error`).
+    fn ended(&self, message: Option<&serde_json::Value>, kinds: &[&str]) {
+        let Some(message) = message else { return };
+        let kind = message.get("type").and_then(|t| t.as_str());
+        if let (Some(kind), Some(id)) = (kind, message.get("id").and_then(|i| i.as_str()))
+            && kinds.contains(&kind)
+        {
+            self.with_slot(|slot| slot.end(id));
+        }
     }
 }
 
@@ -754,6 +782,7 @@ fn graphql_close(code: u16, reason: String) -> Message {
     match (code, reason) {
         (1002, r) if r.starts_with(INIT_UNAUTHORIZED) => close_message(4403, r),
         (1002, r) if r.starts_with(INIT_UNAVAILABLE) => close_message(1011, r),
+        (1002, r) if r.starts_with(INIT_TOO_MANY) => close_message(1013, r),
         (1011, r) if r.contains("handshake") => {
             close_message(4401, "Unauthorized: send connection_init first".into())
         }
@@ -793,11 +822,18 @@ async fn connection_init(state: SocketState, payload: serde_json::Value) -> asyn
             TokenError::Unavailable => async_graphql::Error::new(format!("{INIT_UNAVAILABLE}{e}")),
             e => async_graphql::Error::new(format!("{INIT_UNAUTHORIZED}{e}")),
         })?;
+    let slot = state.sockets.open(who.tenant_id).ok_or_else(|| {
+        async_graphql::Error::new(format!(
+            "{INIT_TOO_MANY}too many WebSocket connections for this tenant (at most {})",
+            state.sockets.max_sockets
+        ))
+    })?;
+    *state
+        .slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(slot);
     if let Ok(mut slot) = state.who.lock() {
         *slot = Some(who.clone());
-    }
-    if let Some(limits) = &state.limits {
-        let _ = state.key.set(limits.key(Some(&token)));
     }
     let mut data = Data::default();
     data.insert(loader::Loaders::new(&ctx, &who));
@@ -828,7 +864,8 @@ async fn serve_socket(
         settings,
         input_error: Arc::default(),
         limits: app.limits.clone(),
-        key: Arc::default(),
+        sockets: app.sockets.clone(),
+        slot: Arc::default(),
     };
     let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
@@ -907,6 +944,9 @@ async fn serve_socket(
                     if text.starts_with("{\"type\":\"complete\"") {
                         let _ = state.active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
                     }
+                    if text.starts_with("{\"type\":\"complete\"") || text.starts_with("{\"type\":\"error\"") {
+                        state.ended(serde_json::from_str(&text).ok().as_ref(), &["complete", "error"]);
+                    }
                     match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Text(text.into()))).await {
                         Ok(Ok(())) => None,
                         // The client is gone, or has not read for SEND_TIMEOUT: nothing more can reach it.
@@ -926,6 +966,14 @@ async fn serve_socket(
             break;
         }
     }
+    // The connection's place and live operations go back to its tenant now, not when the last clone goes.
+    drop(
+        state
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take(),
+    );
 }
 
 #[cfg(test)]

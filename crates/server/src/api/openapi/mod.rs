@@ -138,7 +138,10 @@ fn shared_statuses(secured: bool, has_body: bool, has_checked_parameters: bool) 
                 403,
                 "The caller's tenant is suspended (`tenant-suspended`), or its role is too low",
             ),
-            (429, "The token is over its rate limit; retry after Retry-After"),
+            (
+                429,
+                "The token's subject or tenant is over its rate limit; retry after Retry-After",
+            ),
         ]);
     }
     if has_checked_parameters && !has_body {
