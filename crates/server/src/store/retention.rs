@@ -8,6 +8,7 @@ use super::StoreError;
 pub struct Retention {
     /// Hours an `Idempotency-Key` and its stored answer are kept: a retry after that runs anew. 0: forever.
     #[arg(
+        id = "retention-idempotency-hours",
         long = "retention-idempotency-hours",
         env = "TENANTPLANE_RETENTION_IDEMPOTENCY_HOURS",
         default_value_t = 24
@@ -15,6 +16,7 @@ pub struct Retention {
     pub idempotency_hours: i32,
     /// Days a processed (applied, deleted or given-up) outbox row is kept. 0: forever.
     #[arg(
+        id = "retention-outbox-days",
         long = "retention-outbox-days",
         env = "TENANTPLANE_RETENTION_OUTBOX_DAYS",
         default_value_t = 7
@@ -22,6 +24,7 @@ pub struct Retention {
     pub outbox_days: i32,
     /// Days an audit row is kept (a year of audits, and a month to review them). 0: forever.
     #[arg(
+        id = "retention-audit-days",
         long = "retention-audit-days",
         env = "TENANTPLANE_RETENTION_AUDIT_DAYS",
         default_value_t = 400
@@ -29,6 +32,7 @@ pub struct Retention {
     pub audit_days: i32,
     /// Seconds between two purges.
     #[arg(
+        id = "retention-interval-seconds",
         long = "retention-interval-seconds",
         env = "TENANTPLANE_RETENTION_INTERVAL_SECONDS",
         default_value_t = 600
@@ -36,6 +40,7 @@ pub struct Retention {
     pub interval_seconds: u64,
     /// Rows one delete statement removes at most (each table is purged batch by batch).
     #[arg(
+        id = "retention-batch-size",
         long = "retention-batch-size",
         env = "TENANTPLANE_RETENTION_BATCH_SIZE",
         default_value_t = 1000
