@@ -496,3 +496,14 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
     drop(local_pg);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap's own checks of every subcommand (unique argument ids, well-formed flags): a clash only
+    /// shows when a command starts, so this catches it before anyone runs one.
+    #[test]
+    fn every_subcommand_s_flags_are_unique_and_well_formed() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -257,6 +257,7 @@ fn controller_args_with(tail: &[&str]) -> Vec<String> {
         "--leader-election=true",
         "--leader-election-name=tp-tenantplane-controller",
         "--leader-election-namespace=kamaji-system",
+        "--state-namespace=kamaji-system",
         "--concurrency=4",
         "--in-tenant=true",
         "--in-tenant-resync-secs=60",

@@ -106,8 +106,18 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             // Pure: what a TenantControlPlane says about its migration.
             &["migration_plan"],
             &[
-                "apply", "build", "cache", "error", "fetch", "leader", "metrics", "owners", "settings",
-                "status", "used_by",
+                "apply",
+                "build",
+                "cache",
+                "error",
+                "fetch",
+                "leader",
+                "metrics",
+                "migration_journal",
+                "owners",
+                "settings",
+                "status",
+                "used_by",
             ],
             &["datastores", "tenant_control_plane"],
             // Builds from what the TenantControlPlane phase made (Secret names, networks).

@@ -24,6 +24,7 @@ pub mod in_tenant;
 pub mod leader;
 pub mod metrics;
 pub mod migration;
+pub mod migration_journal;
 pub mod migration_plan;
 pub mod owners;
 pub mod settings;

@@ -6,8 +6,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, api::PostParams};
+use kube::Api;
 use serde_json::json;
 
 use crate::{
@@ -99,11 +98,8 @@ async fn register_datastore(
     db: &sqlx::PgPool,
     etcd: &LocalEtcd,
 ) -> anyhow::Result<()> {
-    let ns = "tenantplane-system";
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await?;
+    // The controller's state namespace, made with the management cluster, also holds the pool's Secret.
+    let ns = DEFAULT_STATE_NAMESPACE;
     localenv::kube::create_etcd_datastore(client, etcd, "etcd-default", ns).await?;
     let pool = store::datastores::insert_pool(db, POOL, "spread", &json!({})).await?;
     let api_ref = |key: &str| json!({"name": "etcd-default-tls", "namespace": ns, "keyPath": key});

@@ -12,7 +12,7 @@ use kube::{
 };
 use serde_json::json;
 
-use super::journal::{self, Verdict};
+use super::journal::{self, Verdict, with_migration};
 use crate::{
     Context, Error,
     datastore::{AnyDriver, Driver as _, TenantSpace},
@@ -43,19 +43,6 @@ pub async fn trusted(ctx: &Context, tcp: TenantControlPlane) -> Result<TenantCon
         }
     }
     Ok(with_migration(tcp, recorded.current))
-}
-
-/// `tcp` as the datastore phase may act on it: `status.migration` replaced by the journal's record
-/// (no refusal here: the migration manager refuses and restores a forged record).
-pub async fn recorded_view(ctx: &Context, tcp: &TenantControlPlane) -> Result<TenantControlPlane, Error> {
-    let recorded = journal::read(ctx, tcp).await?;
-    Ok(with_migration(tcp.clone(), recorded.current))
-}
-
-/// `tcp` with `status.migration` set to `m`.
-fn with_migration(mut tcp: TenantControlPlane, m: Option<MigrationStatus>) -> TenantControlPlane {
-    tcp.status.get_or_insert_with(Default::default).migration = m;
-    tcp
 }
 
 /// Replaces `status.migration` whole (fields another writer added go too) with `m`, or removes it.

@@ -11,7 +11,7 @@
 
 mod carry;
 pub mod guard;
-pub mod journal;
+pub use crate::migration_journal as journal;
 pub mod movers;
 pub use crate::migration_plan as plan;
 pub mod stages;

@@ -13,8 +13,7 @@ use crate::{
     k8s::crd::{MigrationStatus, TenantControlPlane},
 };
 
-/// The field manager of `status.migration` and the `Migrating` condition.
-pub const MIGRATION_MANAGER: &str = "tenantplane-migration";
+pub use crate::migration_journal::MIGRATION_MANAGER;
 
 /// The condition type the migration manager owns.
 pub const CONDITION: &str = "Migrating";

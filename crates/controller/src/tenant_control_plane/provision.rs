@@ -37,7 +37,7 @@ pub async fn datastore_phase(
     let mut storage = build::initial_storage(tcp);
     // Which DataStore serves, and whether its source is frozen, follow the controller's migration
     // record, not `status.migration` (which others may write).
-    let result = match crate::migration::guard::recorded_view(ctx, tcp).await {
+    let result = match crate::migration_journal::recorded_view(ctx, tcp).await {
         Ok(view) => provision(&view, ctx, &mut storage, &mut conditions).await,
         Err(err) => Err(err),
     };
@@ -321,9 +321,9 @@ async fn provision_overrides(
 /// primary cleanup does not see (the target before the switch, the source after it).
 async fn cleanup_migration(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     // The controller's own record, not status (which others may write); the journal goes with it.
-    let journal = crate::migration::journal::read(ctx, tcp).await?;
+    let journal = crate::migration_journal::read(ctx, tcp).await?;
     let Some(m) = journal.current.as_ref().filter(|m| !m.stage.ended()) else {
-        return crate::migration::journal::forget(ctx, tcp).await;
+        return crate::migration_journal::forget(ctx, tcp).await;
     };
     let recorded = migration_plan::recorded(tcp);
     let (schema, user) = build::tenant_names(tcp)?;
@@ -343,7 +343,7 @@ async fn cleanup_migration(tcp: &TenantControlPlane, ctx: &Context) -> Result<()
             deprovision_on(ctx, tcp, store, &space).await?;
         }
     }
-    crate::migration::journal::forget(ctx, tcp).await
+    crate::migration_journal::forget(ctx, tcp).await
 }
 
 /// The names recorded in `setup`, owned by `tcp`. Status is writable by more people than the

@@ -841,6 +841,22 @@ async fn connection_init(state: SocketState, payload: serde_json::Value) -> asyn
     Ok(data)
 }
 
+/// A new connection's state: nobody signed in yet, no operation, no tenant slot.
+fn socket_state(app: &AppState, denied: tokio::sync::mpsc::UnboundedSender<Refusal>) -> SocketState {
+    SocketState {
+        ctx: app.ctx.clone(),
+        who: Arc::default(),
+        active: Arc::new(AtomicUsize::new(0)),
+        too_many: Arc::new(Notify::new()),
+        denied,
+        settings: app.graphql.clone(),
+        input_error: Arc::default(),
+        limits: app.limits.clone(),
+        sockets: app.sockets.clone(),
+        slot: Arc::default(),
+    }
+}
+
 /// Serves one `/graphql` WebSocket. The token of `connection_init` is checked again before every
 /// operation and every `token_recheck` while the connection lives, and the connection closes (`4403`) when
 /// the token is revoked or expires (a timer fires at `exp`).
@@ -851,22 +867,10 @@ async fn serve_socket(
     app: AppState,
     rid: Option<String>,
 ) {
-    let settings = app.graphql.clone();
-    let token_recheck = settings.token_recheck();
+    let token_recheck = app.graphql.token_recheck();
     let (mut sink, source) = socket.split();
     let (denied, mut denied_rx) = tokio::sync::mpsc::unbounded_channel();
-    let state = SocketState {
-        ctx: app.ctx.clone(),
-        who: Arc::default(),
-        active: Arc::new(AtomicUsize::new(0)),
-        too_many: Arc::new(Notify::new()),
-        denied,
-        settings,
-        input_error: Arc::default(),
-        limits: app.limits.clone(),
-        sockets: app.sockets.clone(),
-        slot: Arc::default(),
-    };
+    let state = socket_state(&app, denied);
     let input = socket_input(source, state.clone());
     let slow = SlowConsumer(Arc::new(Notify::new()));
     let mut connection = Data::default();

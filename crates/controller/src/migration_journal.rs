@@ -1,5 +1,5 @@
 //! The controller's own record of each migration: one ConfigMap per TenantControlPlane UID in the
-//! controller's state namespace ([`crate::settings::ControllerSettings::state_namespace`]), which no
+//! controller's state namespace (`ControllerSettings::state_namespace`), which no
 //! TenantControlPlane writer may write. `status.migration` is only its published copy: anyone who may
 //! patch `tenantcontrolplanes/status` can write it, so the manager runs the journal's record, and a
 //! status that says anything else is refused ([`judge`]) and put back.
@@ -17,7 +17,8 @@ use crate::{
     k8s::crd::{MigrationStatus, TenantControlPlane},
 };
 
-use super::MIGRATION_MANAGER;
+/// The field manager of `status.migration`, the `Migrating` condition and the journal.
+pub const MIGRATION_MANAGER: &str = "tenantplane-migration";
 
 /// The data key of the record the manager runs.
 const CURRENT: &str = "current";
@@ -96,6 +97,19 @@ fn differing_fields(status: &MigrationStatus, recorded: &MigrationStatus) -> Str
     } else {
         format!(" (fields that differ: {})", differ.join(", "))
     }
+}
+
+/// `tcp` as the datastore phase may act on it: `status.migration` replaced by the journal's record
+/// (no refusal here: the migration manager refuses and restores a forged record).
+pub async fn recorded_view(ctx: &Context, tcp: &TenantControlPlane) -> Result<TenantControlPlane, Error> {
+    let recorded = read(ctx, tcp).await?;
+    Ok(with_migration(tcp.clone(), recorded.current))
+}
+
+/// `tcp` with `status.migration` set to `m`.
+pub fn with_migration(mut tcp: TenantControlPlane, m: Option<MigrationStatus>) -> TenantControlPlane {
+    tcp.status.get_or_insert_with(Default::default).migration = m;
+    tcp
 }
 
 /// The journal's ConfigMap name for `tcp`.
