@@ -738,19 +738,38 @@ fn serve_and_the_worker_are_granted_exactly_what_they_use() {
             "
         )
     );
-    for component in ["serve", "worker"] {
-        let name = format!("tp-tenantplane-{component}");
-        assert_eq!(
-            bindings_of(&docs, &name),
-            vec![(
-                "ClusterRoleBinding".to_string(),
-                name.clone(),
-                "ClusterRole".to_string(),
-                name.clone()
-            )],
-            "{component} has no other grant"
-        );
-    }
+    let binding = |kind: &str, name: &str, role: &str| {
+        (
+            kind.to_string(),
+            name.to_string(),
+            role.to_string(),
+            name.to_string(),
+        )
+    };
+    assert_eq!(
+        bindings_of(&docs, "tp-tenantplane-serve"),
+        vec![binding(
+            "ClusterRoleBinding",
+            "tp-tenantplane-serve",
+            "ClusterRole"
+        )],
+        "serve has no other grant"
+    );
+    // The worker also reads the controller's migration journal, in the release namespace only.
+    let mut worker = bindings_of(&docs, "tp-tenantplane-worker");
+    worker.sort();
+    assert_eq!(
+        worker,
+        vec![
+            binding("ClusterRoleBinding", "tp-tenantplane-worker", "ClusterRole"),
+            binding("RoleBinding", "tp-tenantplane-worker-journal", "Role"),
+        ],
+        "the worker has no other grant"
+    );
+    assert_eq!(
+        object(&docs, "Role", "tp-tenantplane-worker-journal")["rules"],
+        yaml("[{apiGroups: [''], resources: [configmaps], verbs: [get]}]")
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
+use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Api,
     api::{ListParams, Patch, PatchParams},
@@ -960,4 +961,133 @@ async fn the_retention_purge_deletes_rows_past_their_retention_in_batches_and_ke
         store::retention::Purged::default()
     );
     assert_eq!(count("audit_log"), 2);
+}
+
+/// Sets `status` on tenant `slug`'s TCP `prod`, then waits until the API shows `endpoint`: every status
+/// event before it has been handled by then (the worker handles one TCP's events in order).
+async fn status_then_mark(
+    app: &App,
+    kube: &kube::Client,
+    slug: &str,
+    token: &str,
+    id: &str,
+    status: Value,
+    endpoint: &str,
+) {
+    let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
+    for patch in [status, json!({"status": {"controlPlaneEndpoint": endpoint}})] {
+        api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
+    support::eventually(
+        &format!("endpoint {endpoint}"),
+        Duration::from_secs(10),
+        || async {
+            let r = app.call(Method::GET, &path, Some(token), None).await;
+            (r.body["status"]["endpoint"] == endpoint).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A `status.migration` written by whoever may write TCP status (`Done`, naming the open migration's
+/// DataStores) moves no placement and ends no operation; the same record in the controller's migration
+/// journal does.
+#[tokio::test]
+async fn a_forged_migration_status_moves_nothing_and_the_controllers_journal_ends_the_migration() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let slug = app.tenant("wkm").await;
+    let token = app.token(&slug, "tenant-member").await;
+    let created = app.control_plane(&slug, &token, "prod").await;
+    let id = created["controlPlane"]["id"].as_str().unwrap().to_string();
+    let tcp = wait_tcp(&kube, &slug, "prod", |_| true).await;
+    let ready = json!({"status": {"conditions": [ready_condition("True", 1)],
+        "kubernetesResources": {"version": {"version": "v1.33.2", "status": "Ready"}}}});
+    status_then_mark(&app, &kube, &slug, &token, &id, ready, "10.0.0.7:6443").await;
+    wait_op(
+        &app,
+        &slug,
+        &token,
+        created["operation"]["id"].as_str().unwrap(),
+        "succeeded",
+    )
+    .await;
+
+    let target = support::unique("etcd-to");
+    let r = |k: &str| json!({"name": "ds-creds", "namespace": "kamaji-system", "keyPath": k});
+    let body = json!({"name": target, "pool": "default", "driver": "etcd", "endpoints": ["etcd-to:2379"],
+        "capacityTenants": 10, "caId": "ca-default", "secrets": {"caCertificate": r("ca.crt"),
+        "caPrivateKey": r("ca.key"), "clientCertificate": r("tls.crt"), "clientPrivateKey": r("tls.key")}});
+    let reply = app
+        .call(Method::POST, "/api/v1/datastores", Some(&app.admin), Some(body))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+    let migrate = format!("/api/v1/tenants/{slug}/control-planes/{id}/migrate");
+    let reply = app
+        .call(
+            Method::POST,
+            &migrate,
+            Some(&app.admin),
+            Some(json!({"target": target})),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.text);
+    let op = reply.body["operation"]["id"].as_str().unwrap().to_string();
+    let cp: Uuid = id.parse().unwrap();
+    wait_tcp(&kube, &slug, "prod", |t| {
+        t.spec.data_store.as_deref() == Some(target.as_str())
+    })
+    .await;
+
+    let done = json!({"source": "etcd-default", "target": target, "stage": "Done", "overrides": "Drop",
+        "startedAt": "2026-12-07T00:00:00Z", "stageStartedAt": "2026-12-07T00:00:09Z",
+        "finishedAt": "2026-12-07T00:00:09Z"});
+    let forged = json!({"status": {"migration": done}});
+    status_then_mark(&app, &kube, &slug, &token, &id, forged, "10.0.0.8:6443").await;
+    let open = store::migrations::open(&app.ctx.db, cp).await.unwrap();
+    assert_eq!(
+        open.map(|m| (m.source, m.target)),
+        Some(("etcd-default".to_string(), target.clone())),
+        "a forged Done ended the migration"
+    );
+    let running = app
+        .call(
+            Method::GET,
+            &format!("/api/v1/tenants/{slug}/operations/{op}"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (&running.body["done"], support::stage_names(&running.body)),
+        (&json!(false), vec!["placed"]),
+        "{}",
+        running.text
+    );
+
+    // The controller records the same end in its journal: the next status event ends the migration.
+    let journals: Api<ConfigMap> = Api::namespaced(kube.clone(), tenantplane::k8s::DEFAULT_STATE_NAMESPACE);
+    let uid = tcp.metadata.uid.clone().unwrap();
+    let journal = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(tenantplane::k8s::migration_journal::name(&uid)),
+            ..Default::default()
+        },
+        data: Some([("current".to_string(), done.to_string())].into()),
+        ..Default::default()
+    };
+    journals.create(&Default::default(), &journal).await.unwrap();
+    let cue = json!({"status": {"controlPlaneEndpoint": "10.0.0.9:6443"}});
+    status_then_mark(&app, &kube, &slug, &token, &id, cue, "10.0.0.9:6443").await;
+    wait_op(&app, &slug, &token, &op, "succeeded").await;
+    assert!(store::migrations::open(&app.ctx.db, cp).await.unwrap().is_none());
+    journals
+        .delete(&journal.metadata.name.unwrap(), &Default::default())
+        .await
+        .unwrap();
 }

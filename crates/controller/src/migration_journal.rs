@@ -20,10 +20,7 @@ use crate::{
 /// The field manager of `status.migration`, the `Migrating` condition and the journal.
 pub const MIGRATION_MANAGER: &str = "tenantplane-migration";
 
-/// The data key of the record the manager runs.
-const CURRENT: &str = "current";
-/// The data key of the record before it (what status shows when the last status write was lost).
-const PREVIOUS: &str = "previous";
+use crate::k8s::migration_journal::{CURRENT, PREVIOUS};
 
 /// What the journal holds for one TenantControlPlane.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -115,7 +112,7 @@ pub fn with_migration(mut tcp: TenantControlPlane, m: Option<MigrationStatus>) -
 /// The journal's ConfigMap name for `tcp`.
 fn name(tcp: &TenantControlPlane) -> Result<String, Error> {
     let uid = tcp.uid().ok_or(Error::MissingObjectKey(".metadata.uid"))?;
-    Ok(format!("tenantplane-migration-{uid}"))
+    Ok(crate::k8s::migration_journal::name(&uid))
 }
 
 /// The journal's ConfigMaps.
@@ -129,14 +126,11 @@ pub async fn read(ctx: &Context, tcp: &TenantControlPlane) -> Result<Journal, Er
         return Ok(Journal::default());
     };
     let data = map.data.unwrap_or_default();
-    let record = |key: &str| -> Result<Option<MigrationStatus>, Error> {
-        data.get(key)
-            .map(|text| serde_json::from_str(text))
-            .transpose()
-            .map_err(|e| Error::Invalid {
-                reason: "MigrationJournalUnreadable",
-                message: format!("the controller's migration journal cannot be read: {e}"),
-            })
+    let record = |key: &str| {
+        crate::k8s::migration_journal::record(&data, key).map_err(|message| Error::Invalid {
+            reason: "MigrationJournalUnreadable",
+            message,
+        })
     };
     Ok(Journal {
         current: record(CURRENT)?,

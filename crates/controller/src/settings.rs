@@ -40,7 +40,7 @@ pub struct ControllerSettings {
 }
 
 /// The default [`ControllerSettings::state_namespace`] (also the leader Lease's default namespace).
-pub const DEFAULT_STATE_NAMESPACE: &str = "tenantplane-system";
+pub use tenantplane_crd::DEFAULT_STATE_NAMESPACE;
 
 impl ControllerSettings {
     /// Defaults: concurrency 16, every namespace and DataStore, resync every 5 minutes, 30 s per

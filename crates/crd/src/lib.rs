@@ -25,3 +25,32 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
     };
     Ok(kube::Client::try_from(config)?)
 }
+
+/// The controller's state namespace by default (`--state-namespace`): what only the controller writes.
+pub const DEFAULT_STATE_NAMESPACE: &str = "tenantplane-system";
+
+/// The migration journal: one ConfigMap per TenantControlPlane UID in the controller's state namespace,
+/// written by the controller's migration manager only. `status.migration` is its published copy.
+pub mod migration_journal {
+    use std::collections::BTreeMap;
+
+    use crate::crd::MigrationStatus;
+
+    /// The data key of the record the manager runs.
+    pub const CURRENT: &str = "current";
+    /// The data key of the record before it.
+    pub const PREVIOUS: &str = "previous";
+
+    /// The journal's ConfigMap name for the TenantControlPlane with UID `uid`.
+    pub fn name(uid: &str) -> String {
+        format!("tenantplane-migration-{uid}")
+    }
+
+    /// The record under `key` of a journal ConfigMap's `data`; `Err` names the unreadable record.
+    pub fn record(data: &BTreeMap<String, String>, key: &str) -> Result<Option<MigrationStatus>, String> {
+        data.get(key)
+            .map(|text| serde_json::from_str(text))
+            .transpose()
+            .map_err(|e| format!("the controller's migration journal cannot be read ({key}): {e}"))
+    }
+}

@@ -1,9 +1,9 @@
 //! Migrations in the worker: the target (and its overrides) rendered while a migration is open, and what
-//! a TCP's `status.migration` says about the `migrate` operation (pure).
+//! the controller's migration record says about the `migrate` operation (pure).
 
 use crate::{
     domain::OperationStage,
-    k8s::crd::{DataStoreMigrationPolicy, MigrationStage, OverridesPolicy, TenantControlPlane},
+    k8s::crd::{DataStoreMigrationPolicy, MigrationStage, MigrationStatus, OverridesPolicy},
     store::migrations::OpenMigration,
     translate::Placement,
 };
@@ -40,7 +40,7 @@ pub enum Ended {
     Failed(&'static str, String),
 }
 
-/// What `status.migration` says: the move it is about, the operation stages reached, and its end.
+/// What a migration record says: the move it is about, the operation stages reached, and its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationProgress {
     /// The DataStore it moves from.
@@ -53,9 +53,8 @@ pub struct MigrationProgress {
     pub ended: Option<Ended>,
 }
 
-/// The progress `tcp`'s `status.migration` shows; `None` without one.
-pub fn progress(tcp: &TenantControlPlane) -> Option<MigrationProgress> {
-    let m = tcp.status.as_ref()?.migration.as_ref()?;
+/// The progress migration record `m` shows.
+pub fn progress(m: &MigrationStatus) -> MigrationProgress {
     let reached = match m.stage {
         MigrationStage::Copying => 2,
         MigrationStage::CatchingUp => 3,
@@ -77,12 +76,12 @@ pub fn progress(tcp: &TenantControlPlane) -> Option<MigrationProgress> {
         MigrationStage::Aborted => Some(Ended::Failed("MigrationAborted", message())),
         _ => None,
     };
-    Some(MigrationProgress {
+    MigrationProgress {
         source: m.source.clone(),
         target: m.target.clone(),
         stages: OperationStage::MIGRATE[..reached].to_vec(),
         ended,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -92,20 +91,16 @@ mod tests {
     use super::*;
     use crate::domain::OperationStage::*;
 
-    fn tcp(stage: &str, message: Option<&str>) -> TenantControlPlane {
-        tenantplane_testkit::tcp("tp-acme", "prod")
-            .uid("u-1")
-            .generation(3)
-            .version("v1.33.2")
-            .status(serde_json::json!({"migration": {
-                "source": "etcd-a", "target": "etcd-b", "stage": stage, "startedAt": "2026-12-01T00:00:00Z",
-                "stageStartedAt": "2026-12-01T00:00:05Z", "message": message}}))
-            .build()
+    fn record(stage: &str, message: Option<&str>) -> MigrationStatus {
+        serde_json::from_value(serde_json::json!({
+            "source": "etcd-a", "target": "etcd-b", "stage": stage, "startedAt": "2026-12-01T00:00:00Z",
+            "stageStartedAt": "2026-12-01T00:00:05Z", "message": message}))
+        .unwrap()
     }
 
     #[test]
     fn each_stage_implies_the_ones_before_it() {
-        let seen = progress(&tcp("Frozen", None)).unwrap();
+        let seen = progress(&record("Frozen", None));
         assert_eq!(seen.stages, [Placed, Copying, CatchingUp, Frozen]);
         assert_eq!(
             (seen.source.as_str(), seen.target.as_str(), seen.ended),
@@ -115,7 +110,7 @@ mod tests {
 
     #[test]
     fn done_ends_with_every_stage() {
-        let seen = progress(&tcp("Done", None)).unwrap();
+        let seen = progress(&record("Done", None));
         assert_eq!(seen.stages, OperationStage::MIGRATE.to_vec());
         assert_eq!(seen.ended, Some(Ended::Done));
     }
@@ -123,13 +118,11 @@ mod tests {
     #[test]
     fn failed_and_aborted_end_with_the_controller_s_message() {
         assert_eq!(
-            progress(&tcp("Failed", Some("target unreachable")))
-                .unwrap()
-                .ended,
+            progress(&record("Failed", Some("target unreachable"))).ended,
             Some(Ended::Failed("MigrationFailed", "target unreachable".into()))
         );
         assert_eq!(
-            progress(&tcp("Aborted", None)).unwrap().ended,
+            progress(&record("Aborted", None)).ended,
             Some(Ended::Failed(
                 "MigrationAborted",
                 "the migration ended Aborted".into()
@@ -161,11 +154,5 @@ mod tests {
         );
         assert_eq!(rendered(recorded.clone(), Some(&open(true))), recorded);
         assert_eq!(rendered(recorded.clone(), None), recorded);
-    }
-
-    #[test]
-    fn no_migration_status_says_nothing() {
-        let bare = tenantplane_testkit::tcp("tp-acme", "prod").uid("u-1").build();
-        assert_eq!(progress(&bare), None);
     }
 }

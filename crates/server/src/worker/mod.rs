@@ -39,7 +39,7 @@ use std::{
 };
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{
     Api, ResourceExt as _,
     api::{DeleteParams, ObjectMeta, Patch, PatchParams},
@@ -51,7 +51,7 @@ use uuid::Uuid;
 pub use metrics::WorkerMetrics;
 
 use crate::{
-    k8s::crd::{DataStore, JwtAuthenticator, TenantControlPlane},
+    k8s::crd::{DataStore, JwtAuthenticator, MigrationStatus, TenantControlPlane},
     store::{
         self, StoreError,
         control_planes::ControlPlaneRow,
@@ -121,6 +121,11 @@ pub struct WorkerSettings {
         default_value_t = 600.0
     )]
     pub delete_timeout_seconds: f64,
+    /// The controller's state namespace (its `--state-namespace`): a migration moves the control plane's
+    /// placement only as the controller's migration journal there records it, never on
+    /// `status.migration` alone (any TenantControlPlane status writer can write that).
+    #[arg(long = "state-namespace", env = "TENANTPLANE_STATE_NAMESPACE", default_value = crate::k8s::DEFAULT_STATE_NAMESPACE)]
+    pub state_namespace: String,
     /// Tenantplane's credential issuer, written as each TenantControlPlane's first JWT authenticator
     /// (from `--credential-issuer-url`; none: no `spec.authentication`).
     #[arg(skip)]
@@ -142,6 +147,7 @@ impl Default for WorkerSettings {
             backoff_max_ms: 300_000,
             tenant_address: translate::TenantAddress::None,
             delete_timeout_seconds: 600.0,
+            state_namespace: crate::k8s::DEFAULT_STATE_NAMESPACE.into(),
             issuer: None,
             retention: Default::default(),
         }
@@ -204,6 +210,9 @@ pub enum WorkerError {
     /// The management cluster.
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
+    /// The controller's migration journal is unreadable.
+    #[error("{0}")]
+    Journal(String),
 }
 
 impl WorkerError {
@@ -535,18 +544,23 @@ impl Worker {
         Ok(())
     }
 
-    /// Moves the open migration of the TCP's control plane along its `status.migration`: stamps the stages
+    /// Moves the open migration of the TCP's control plane along the controller's migration journal (a
+    /// status change with a `status.migration` is the cue; the journal is what counts): stamps the stages
     /// reached (each also an audit entry), and at its end moves the placement to the target (`Done`) or
     /// releases the target's reservation (`Failed`, `Aborted`), ends the operation and renders again. A
-    /// status about another move (an older migration) counts for nothing.
+    /// record about another move (an older migration) counts for nothing.
     async fn advance_migration(
         &self,
         tcp: &TenantControlPlane,
         seen: &status::Observed,
     ) -> Result<(), WorkerError> {
-        let Some(progress) = migration::progress(tcp) else {
+        if tcp.status.as_ref().and_then(|s| s.migration.as_ref()).is_none() {
+            return Ok(());
+        }
+        let Some(recorded) = self.recorded_migration(&seen.uid).await? else {
             return Ok(());
         };
+        let progress = migration::progress(&recorded);
         let mut tx = self.db.begin().await?;
         let Some(open) = store::migrations::open(&mut *tx, seen.control_plane_id).await? else {
             return Ok(());
@@ -613,6 +627,20 @@ impl Worker {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The migration the controller's journal records for the TCP with UID `uid` (none without a journal).
+    async fn recorded_migration(&self, uid: &str) -> Result<Option<MigrationStatus>, WorkerError> {
+        let journals: Api<ConfigMap> = Api::namespaced(self.kube.clone(), &self.settings.state_namespace);
+        let Some(journal) = journals
+            .get_opt(&crate::k8s::migration_journal::name(uid))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let data = journal.data.unwrap_or_default();
+        crate::k8s::migration_journal::record(&data, crate::k8s::migration_journal::CURRENT)
+            .map_err(WorkerError::Journal)
     }
 
     /// Whether `uid` is refused for the first time; remembers it with the reason (at most 10,000 UIDs,
