@@ -440,7 +440,40 @@ impl NatsDriver {
     }
 }
 
+/// The tenant bucket a NATS server holds, as the server itself records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBucket {
+    /// The kine bucket's name.
+    pub bucket: String,
+    /// Its owner, from the ownership registry (`None`: unmarked).
+    pub owner: Option<Owner>,
+}
+
 impl NatsDriver {
+    /// The tenant bucket this server holds (the oldest kine bucket, with its registry owner); `None`
+    /// while it holds none. A NATS DataStore serves one tenant, and this is the one: unlike a
+    /// TenantControlPlane's status, only the controller writes it.
+    pub async fn held_bucket(&self) -> Result<Option<HeldBucket>, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            "read which tenant bucket it holds",
+            self.settings.timeout * 2,
+            async {
+                let js = self.connect().await?;
+                let Some(oldest) = self.kine_buckets(&js).await?.into_iter().next() else {
+                    return Ok(None);
+                };
+                let marker = self.marker(&js, &oldest.name).await?;
+                Ok(Some(HeldBucket {
+                    owner: marker.as_deref().and_then(Owner::from_marker),
+                    bucket: oldest.name,
+                }))
+            },
+        )
+        .await
+    }
+
     /// Refuses `tenant` unless its bucket is a kine bucket marked with its owner.
     async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         let js = self.connect().await?;

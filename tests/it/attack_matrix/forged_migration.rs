@@ -377,8 +377,10 @@ async fn a_forged_recorded_etcd_datastore_gets_no_space_of_the_forger() {
     assert!(!markers.contains(&uid), "{markers}");
 }
 
+/// The forger's status records `other` and its spec never named it: it holds nothing there, so a
+/// newcomer naming `other` in its spec is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forged_recorded_nats_datastore_hands_out_no_login() {
+async fn a_forged_recorded_nats_datastore_hands_out_no_login_and_keeps_no_one_out() {
     let home_nats = LocalNats::start(localenv::scratch_dir("rd-nats-a").unwrap())
         .await
         .unwrap();
@@ -394,6 +396,15 @@ async fn a_forged_recorded_nats_datastore_hands_out_no_login() {
     recorded_elsewhere(&env, &home, &other).await;
     let config = env.secret_data("drifter-datastore-config").await;
     assert_ne!(config["DB_CONNECTION_STRING"], other_endpoint);
+    let newcomer = env.tcp("newcomer", &other, json!([])).await.uid().unwrap();
+    env.provisioned("newcomer").await;
+    let (_, exclusive) = env.tcp_condition("newcomer", "DataStoreExclusive", "True").await;
+    assert_eq!(exclusive.status, "True", "{}", exclusive.message);
+    let config = env.secret_data("newcomer-datastore-config").await;
+    assert_eq!(
+        (&config["DB_CONNECTION_STRING"], &config["DB_SCHEMA"]),
+        (&other_endpoint, &newcomer)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

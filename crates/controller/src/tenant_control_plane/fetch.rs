@@ -80,9 +80,10 @@ pub async fn datastore_inputs(
 ) -> Result<DatastoreInputs, Error> {
     let (primary, driver) = ready_datastore(ctx, &primary_name).await?;
     let (schema, user) = build::tenant_names(tcp)?;
-    if primary.driver == Driver::Nats {
+    if let AnyDriver::Nats(nats) = driver.as_ref() {
+        let held = nats.held_bucket().await?;
         let tcps = fetch::control_planes(ctx).await?;
-        if let Some(holder) = build::nats_holder(tcp, &primary_name, &tcps) {
+        if let Some(holder) = build::nats_holder(tcp, &primary_name, held.as_ref(), &tcps) {
             return Err(Error::NotExclusive {
                 data_store: primary_name,
                 holder,

@@ -17,7 +17,7 @@ use crate::{
     build::Conditions,
     datastore::{AnyDriver, Driver as _, TenantSpace},
     fetch,
-    k8s::crd::{Driver, OverrideStorageStatus, StorageStatus, TenantControlPlane},
+    k8s::crd::{OverrideStorageStatus, StorageStatus, TenantControlPlane},
     migration_plan,
 };
 
@@ -460,15 +460,6 @@ pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Erro
             let Ok(space) = TenantSpace::new(schema, user, build::datastore_owner(tcp)?) else {
                 return Ok(());
             };
-            // A NATS DataStore held by another TenantControlPlane has nothing of this one's.
-            if let Some(ds) = fetch::datastore(ctx, &primary).await?
-                && ds.spec.driver == Driver::Nats
-            {
-                let tcps = fetch::control_planes(ctx).await?;
-                if build::nats_holder(tcp, &primary, &tcps).is_some() {
-                    return Ok(());
-                }
-            }
             space
         }
     };

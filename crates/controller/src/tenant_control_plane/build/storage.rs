@@ -1,5 +1,6 @@
 //! What the datastore phase decides: the NATS holder, the overrides, the provisioning fingerprint.
 
+use crate::datastore::nats::HeldBucket;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::*;
@@ -33,29 +34,24 @@ pub struct StorageRecord {
     pub conditions: Vec<Condition>,
 }
 
-/// For a NATS DataStore: the other TenantControlPlane that holds it, if any. The holder is one whose
-/// status records the DataStore (it was provisioned there); else, among those naming it in the spec,
-/// the oldest (then by `namespace/name`), so two new ones agree on who wins.
+/// For a NATS DataStore: the other TenantControlPlane that holds it, if any. A server that holds a
+/// tenant bucket is held by the bucket's marked owner (`held`, read from the server, which only the
+/// controller writes; an unmarked bucket names no one, and provisioning refuses it by its markers).
+/// A server that holds none goes to the oldest of those naming it in the spec (then by
+/// `namespace/name`), so two new ones agree on who wins. No status is read: any TenantControlPlane
+/// writer can forge one.
 pub fn nats_holder(
     tcp: &TenantControlPlane,
     data_store: &str,
+    held: Option<&HeldBucket>,
     tcps: &[TenantControlPlane],
 ) -> Option<String> {
+    if let Some(held) = held {
+        let owner = held.owner.as_ref()?;
+        return (tcp.uid().as_deref() != Some(owner.uid())).then(|| owner.tcp().to_string());
+    }
     let key = |t: &TenantControlPlane| format!("{}/{}", t.namespace().unwrap_or_default(), t.name_any());
     let me = key(tcp);
-    let recorded = |t: &TenantControlPlane| {
-        t.status
-            .as_ref()
-            .and_then(|s| s.storage.as_ref())
-            .and_then(|s| s.data_store_name.as_deref())
-            == Some(data_store)
-    };
-    if recorded(tcp) {
-        return None;
-    }
-    if let Some(holder) = tcps.iter().filter(|t| key(t) != me).find(|t| recorded(t)) {
-        return Some(key(holder));
-    }
     let oldest = tcps
         .iter()
         .chain(std::iter::once(tcp))

@@ -3,7 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::*;
 use crate::{
     build::ResolvedTls,
-    datastore::{EtcdCredentials, NatsCredentials, SqlCredentials},
+    datastore::{EtcdCredentials, NatsCredentials, Owner, SqlCredentials, nats::HeldBucket},
     k8s::crd::TenantControlPlaneStatus,
 };
 
@@ -80,24 +80,45 @@ fn tenant_names_prefer_status_then_spec_then_uid() {
 }
 
 #[test]
-fn the_older_tcp_holds_a_nats_datastore_unless_the_other_is_already_provisioned() {
+fn the_owner_of_the_servers_bucket_holds_a_nats_datastore_and_before_it_the_older_tcp() {
     let first = tcp("ns", "first", "u1");
     let mut second = tcp("ns", "second", "u2");
     second.metadata.creation_timestamp = Some(Time("2026-02-01T00:00:00Z".parse().unwrap()));
     let all = vec![first.clone(), second.clone()];
-    assert_eq!(nats_holder(&first, "primary", &all), None);
-    assert_eq!(nats_holder(&second, "primary", &all), Some("ns/first".into()));
-    // Whoever status says was provisioned there keeps it.
-    second.status = Some(TenantControlPlaneStatus {
+    // The server holds no bucket: the older one naming it wins.
+    assert_eq!(nats_holder(&first, "primary", None, &all), None);
+    assert_eq!(
+        nats_holder(&second, "primary", None, &all),
+        Some("ns/first".into())
+    );
+    // The server holds the second's bucket: the second keeps it.
+    let held = |owner: Option<Owner>| HeldBucket {
+        bucket: "kine-u2".into(),
+        owner,
+    };
+    let seconds = held(Some(Owner::new("u2", "ns", "second").unwrap()));
+    assert_eq!(
+        nats_holder(&first, "primary", Some(&seconds), &all),
+        Some("ns/second".into())
+    );
+    assert_eq!(nats_holder(&second, "primary", Some(&seconds), &all), None);
+    // A status that records the DataStore counts for nothing.
+    let mut forger = tcp("ns", "forger", "u3");
+    forger.status = Some(TenantControlPlaneStatus {
         storage: Some(StorageStatus {
             data_store_name: Some("primary".into()),
             ..StorageStatus::default()
         }),
         ..TenantControlPlaneStatus::default()
     });
-    let all = vec![first.clone(), second.clone()];
-    assert_eq!(nats_holder(&first, "primary", &all), Some("ns/second".into()));
-    assert_eq!(nats_holder(&second, "primary", &all), None);
+    let all = vec![first.clone(), second.clone(), forger];
+    assert_eq!(nats_holder(&first, "primary", None, &all), None);
+    assert_eq!(
+        nats_holder(&first, "primary", Some(&seconds), &all),
+        Some("ns/second".into())
+    );
+    // An unmarked bucket names no holder (provisioning refuses it by its markers).
+    assert_eq!(nats_holder(&first, "primary", Some(&held(None)), &all), None);
 }
 
 #[test]
