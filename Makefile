@@ -6,7 +6,7 @@ CARGO ?= cargo
 # up-to-date data fails to compile. Refresh it with `scripts/dev-db prepare`.
 export SQLX_OFFLINE := true
 
-.PHONY: run test deps test-env fmt-check clippy openapi-check test-only generate portal
+.PHONY: run test check-disk deps test-env fmt-check clippy openapi-check test-only generate portal
 
 # What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
 # everything `make test` needs otherwise (see scripts/install-deps).
@@ -22,9 +22,13 @@ run: deps
 	$(CARGO) build --release --bin tenantplane
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
-## test: install what is missing, build the cached binaries, then fmt, clippy, every test, leftover check
-test: deps test-env fmt-check clippy openapi-check test-only
+## test: stop at once when the disk is too full for a run, install what is missing, build the cached
+## binaries, then fmt, clippy, every test, leftover check
+test: check-disk deps test-env fmt-check clippy openapi-check test-only
 	scripts/check-leftovers
+
+check-disk:
+	@scripts/check-disk
 
 deps:
 	@scripts/install-deps $(DEPS_PROFILE)
@@ -42,7 +46,7 @@ clippy:
 openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
 
-## test-only: every test; schemathesis, the live-migration and the browser tests last (see scripts/test-all)
+## test-only: every test with cargo-nextest: groups and time budgets in .config/nextest.toml (see scripts/test-all)
 test-only:
 	CARGO=$(CARGO) scripts/test-all
 

@@ -127,7 +127,10 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         ],
     ),
     ("crates/testkit/src", &[&["fixtures", "wait"], &["app"]]),
-    ("crates/devenv/src", &[&["localenv"], &["runner"], &["dev"]]),
+    (
+        "crates/devenv/src",
+        &[&["localenv"], &["runner", "testenv"], &["dev"]],
+    ),
     ("src", &[&["client", "config"], &["cli"]]),
 ];
 

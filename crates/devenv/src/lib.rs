@@ -16,3 +16,4 @@ use tenantplane_server::worker;
 pub mod dev;
 pub mod localenv;
 pub mod runner;
+pub mod testenv;

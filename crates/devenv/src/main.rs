@@ -1,6 +1,7 @@
 //! `tenantplane-dev`: the development tools of one machine, `up` (the stack `make run` starts), `runner`
-//! (the pod-less runner against any management cluster) and `join` (a hollow node joins a tenant cluster
-//! with a `kubeadm join` command). Not part of the production binary.
+//! (the pod-less runner against any management cluster), `join` (a hollow node joins a tenant cluster
+//! with a `kubeadm join` command) and `test-env` (the shared services of a nextest run). Not part of
+//! the production binary.
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -26,6 +27,34 @@ enum Command {
     /// Join a hollow node (kubemark's kubelet) to a tenant cluster with a `kubeadm join` command; runs
     /// until Ctrl-C.
     Join(JoinArgs),
+    /// The shared services of a nextest run (nextest's setup script; see `.config/nextest.toml`).
+    #[command(subcommand)]
+    TestEnv(TestEnvCommand),
+}
+
+/// `tenantplane-dev test-env`.
+#[derive(Debug, Subcommand)]
+enum TestEnvCommand {
+    /// Start the services detached and wait until they serve; write `TENANTPLANE_TEST_ENV=<dir>` to
+    /// `$NEXTEST_ENV` (or print it). They stop when the watched process ends.
+    Start {
+        /// Process to outlive no longer than (default: the nearest `cargo-nextest` ancestor, else the parent).
+        #[arg(long)]
+        watch: Option<u32>,
+        /// Seconds to wait for the services.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+    /// The daemon `start` launches.
+    #[command(hide = true)]
+    Serve {
+        /// Process whose end stops the services.
+        #[arg(long)]
+        watch: u32,
+        /// The daemon's own log, removed at a clean end.
+        #[arg(long)]
+        log: std::path::PathBuf,
+    },
 }
 
 /// `tenantplane-dev join`.
@@ -80,6 +109,7 @@ async fn main() -> std::process::ExitCode {
         Command::Runner(args) => runner(args).await,
         Command::Up(args) => up(args).await,
         Command::Join(args) => join(args).await,
+        Command::TestEnv(command) => test_env(command).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -125,6 +155,25 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     stack.stop().await;
     eprintln!("[dev up] stopped; nothing left running");
     Ok(())
+}
+
+/// `tenantplane-dev test-env`.
+async fn test_env(command: TestEnvCommand) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use tenantplane_devenv::testenv;
+    match command {
+        TestEnvCommand::Start { watch, timeout } => {
+            let timeout = std::time::Duration::from_secs(timeout);
+            let dir = tokio::task::spawn_blocking(move || testenv::start(watch, timeout)).await??;
+            let line = format!("{}={}", testenv::ENV_VAR, dir.display());
+            match std::env::var_os("NEXTEST_ENV") {
+                Some(path) => writeln!(std::fs::OpenOptions::new().append(true).open(path)?, "{line}")?,
+                None => println!("export {line}"),
+            }
+            Ok(())
+        }
+        TestEnvCommand::Serve { watch, log } => testenv::serve(watch, &log).await,
+    }
 }
 
 /// `tenantplane-dev join`.

@@ -268,21 +268,12 @@ impl LocalKube {
 
     /// A fresh `kube::Config` for the admin (one per tokio runtime: clients are tied to their runtime).
     pub async fn config(&self) -> Result<kube::Config> {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)
-            .map_err(|e| LocalEnvError::Other(format!("read kubeconfig: {e}")))?;
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| LocalEnvError::Other(format!("kubeconfig: {e}")))?;
-        config.read_timeout = Some(Duration::from_secs(60));
-        Ok(config)
+        config_from(&self.kubeconfig).await
     }
 
     /// A fresh admin client.
     pub async fn client(&self) -> Result<kube::Client> {
-        super::install_crypto_provider();
-        kube::Client::try_from(self.config().await?)
-            .map_err(|e| LocalEnvError::Other(format!("kube client: {e}")))
+        client_from(&self.kubeconfig).await
     }
 
     /// An HTTP client that trusts the cluster CA and presents the admin certificate.
@@ -300,6 +291,25 @@ impl LocalKube {
             .build()
             .map_err(|e| LocalEnvError::Other(e.to_string()))
     }
+}
+
+/// A fresh `kube::Config` from the kubeconfig file at `path` (60 s read timeout).
+pub async fn config_from(path: &Path) -> Result<kube::Config> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| LocalEnvError::Other(format!("read kubeconfig: {e}")))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| LocalEnvError::Other(format!("kubeconfig: {e}")))?;
+    config.read_timeout = Some(Duration::from_secs(60));
+    Ok(config)
+}
+
+/// A fresh client from the kubeconfig file at `path`.
+pub async fn client_from(path: &Path) -> Result<kube::Client> {
+    super::install_crypto_provider();
+    kube::Client::try_from(config_from(path).await?)
+        .map_err(|e| LocalEnvError::Other(format!("kube client: {e}")))
 }
 
 /// An admin kubeconfig with embedded certificates.

@@ -74,6 +74,16 @@ impl LocalNats {
         Err(last.unwrap_or_else(|| LocalEnvError::Other("nats-server did not start".into())))
     }
 
+    /// The client port (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port.port()
+    }
+
+    /// The monitoring port (127.0.0.1).
+    pub fn monitor_port(&self) -> u16 {
+        self.monitor_port.port()
+    }
+
     /// The client URL, `nats://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port.port())
