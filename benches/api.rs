@@ -6,6 +6,11 @@
 //! `API_BENCH_ONLY=get,list` runs only the named scenarios (create, ceiling, get, list, pgbench);
 //! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each, and
 //! the server's latency histogram of GET one. The database is vacuumed and analyzed after the creates.
+//!
+//! The bench cannot rot silently: it exits non-zero when a scenario answered any error (a 429 included:
+//! rate limits are off here), measured nothing, or when the pgbench script fails or writes other tables
+//! than an API create does. `TENANTPLANE_BENCH_SIZE=smoke` runs every scenario for about a second
+//! (`make test` runs it that way, see `scripts/test-all`); its figures mean nothing.
 
 #![allow(
     clippy::unwrap_used,
@@ -21,6 +26,48 @@ use tenantplane_devenv::localenv::{
     postgres::LocalPostgres,
     process::{ChildProcess, Spec},
 };
+
+/// How much each scenario does: the full bench, or `TENANTPLANE_BENCH_SIZE=smoke` (seconds, for `make test`).
+#[derive(Clone, Copy)]
+struct Size {
+    /// Creates of the open-loop scenario (at 200 req/s).
+    creates: usize,
+    /// GETs of the open-loop GET scenario (at 200 req/s).
+    gets: usize,
+    /// How long each closed-loop scenario and pgbench run.
+    closed: Duration,
+    /// Rows the list scenario pages over.
+    list_rows: i64,
+}
+
+impl Size {
+    fn from_env() -> Self {
+        match std::env::var("TENANTPLANE_BENCH_SIZE").as_deref() {
+            Ok("smoke") => Self {
+                creates: 200,
+                gets: 200,
+                closed: Duration::from_secs(1),
+                list_rows: 2_000,
+            },
+            Ok("full") | Err(_) => Self {
+                creates: 4000,
+                gets: 2000,
+                closed: Duration::from_secs(10),
+                list_rows: 100_000,
+            },
+            Ok(other) => panic!("TENANTPLANE_BENCH_SIZE={other}: expected smoke or full"),
+        }
+    }
+}
+
+/// What went wrong in a run: printed at the end, and the run exits 1.
+static FAILURES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records a failure of the run.
+fn fail(what: String) {
+    eprintln!("FAILED: {what}");
+    FAILURES.lock().unwrap().push(what);
+}
 
 /// Whether `API_BENCH_ONLY` (a comma list; unset means all) names `scenario`.
 fn wanted(scenario: &str) -> bool {
@@ -57,7 +104,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx]
 }
 
+/// Prints a scenario's row; a scenario with errors, or that measured nothing, fails the run.
 fn summary(name: &str, mut lat: Vec<Duration>, elapsed: Duration, errors: usize) {
+    if errors > 0 {
+        fail(format!(
+            "{name}: {errors} of {} requests answered an error",
+            lat.len()
+        ));
+    }
+    if lat.is_empty() {
+        fail(format!("{name}: no request completed"));
+    }
     lat.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
@@ -75,6 +132,8 @@ async fn create(http: &reqwest::Client, base: &str, token: &str, name: String) -
     let r = http
         .post(format!("{base}/api/v1/tenants/bench/control-planes"))
         .bearer_auth(token)
+        // As automation sends it: the create then also records its answer under this key.
+        .header("idempotency-key", format!("bench-{name}"))
         .json(&json!({"name": name, "kubernetesVersion": "v1.34.4"}))
         .send()
         .await;
@@ -165,6 +224,7 @@ where
 #[tokio::main]
 async fn main() {
     localenv::install_crypto_provider();
+    let size = Size::from_env();
     let dir = localenv::scratch_dir("bench-api").unwrap();
     let pg = LocalPostgres::start(dir.join("pg")).await.unwrap();
     let url = localenv::postgres::create_database(&pg.url(), "bench")
@@ -185,6 +245,8 @@ async fn main() {
         .env("TENANTPLANE_LISTEN", format!("127.0.0.1:{}", port.port()))
         // The load creates thousands of control planes in one tenant: no quota in the way.
         .env("TENANTPLANE_DEFAULT_QUOTA_CONTROL_PLANES", "100000")
+        // The bench measures the API, not its rate limiter (every 429 would fail the run).
+        .env("TENANTPLANE_RATE_LIMIT_PER_SECOND", "0")
         .env("RUST_LOG", "warn");
     let _serve = ChildProcess::spawn(&spec, &dir.join("serve.log")).unwrap();
     let base = format!("http://127.0.0.1:{}", port.port());
@@ -255,31 +317,33 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
 
     // 1. Create at a fixed 200 req/s for 20 s (open loop: the schedule does not wait for answers).
+    let before = row_counts(&db).await;
     if wanted("create") {
-        let (lat, elapsed, errors) = open_loop(200, 4000, |i| {
+        let (lat, elapsed, errors) = open_loop(200, size.creates, |i| {
             let (http, base, token) = (http.clone(), base.clone(), token.clone());
             async move { create(&http, &base, &token, format!("open-{i}")).await }
         })
         .await;
-        summary("create @200 req/s (open loop, 20 s)", lat, elapsed, errors);
+        summary("create @200 req/s (open loop)", lat, elapsed, errors);
         statements(&db).await;
     } else {
         for i in 0..10 {
             assert!(create(&http, &base, &token, format!("seed-{i}")).await.1);
         }
     }
+    let create_tables = grown(&before, &row_counts(&db).await);
 
     // 2. Create ceiling: 32 clients back to back for 10 s.
     let mut api_tps = None;
     if wanted("ceiling") {
         let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
-        let (lat, elapsed, errors) = closed_loop(32, Duration::from_secs(10), move |w, i| {
+        let (lat, elapsed, errors) = closed_loop(32, size.closed, move |w, i| {
             let (http, base, token) = (h2.clone(), b2.clone(), t2.clone());
             async move { create(&http, &base, &token, format!("closed-{w}-{i}")).await }
         })
         .await;
-        api_tps = Some(lat.len() as f64 / elapsed.as_secs_f64());
-        summary("create, 32 clients (closed loop, 10 s)", lat, elapsed, errors);
+        api_tps = Some((lat.len() - errors) as f64 / elapsed.as_secs_f64());
+        summary("create, 32 clients (closed loop)", lat, elapsed, errors);
         statements(&db).await;
     }
 
@@ -300,16 +364,18 @@ async fn main() {
     let id = page["items"][0]["id"].as_str().unwrap().to_string();
     let one = format!("{base}/api/v1/tenants/bench/control-planes/{id}");
     if wanted("get") {
-        let (lat, elapsed, errors) =
-            open_loop(200, 2000, |_| get_ok(http.clone(), one.clone(), token.clone())).await;
-        summary("GET one @200 req/s (open loop, 10 s)", lat, elapsed, errors);
+        let (lat, elapsed, errors) = open_loop(200, size.gets, |_| {
+            get_ok(http.clone(), one.clone(), token.clone())
+        })
+        .await;
+        summary("GET one @200 req/s (open loop)", lat, elapsed, errors);
         statements(&db).await;
         let (h3, u3, t3) = (http.clone(), one.clone(), token.clone());
-        let (lat, elapsed, errors) = closed_loop(8, Duration::from_secs(10), move |_, _| {
+        let (lat, elapsed, errors) = closed_loop(8, size.closed, move |_, _| {
             get_ok(h3.clone(), u3.clone(), t3.clone())
         })
         .await;
-        summary("GET one, 8 clients (closed loop, 10 s)", lat, elapsed, errors);
+        summary("GET one, 8 clients (closed loop)", lat, elapsed, errors);
         if std::env::var_os("API_BENCH_STATEMENTS").is_some() {
             // The server's own view of the GETs so far (both GET scenarios): its latency histogram.
             let text = http
@@ -333,14 +399,25 @@ async fn main() {
 
     // 4. 100-item list pages over 100k rows: walk every page twice.
     if wanted("list") {
-        list_pages(&http, &base, &token, &db).await;
+        list_pages(&http, &base, &token, &db, size.list_rows).await;
         statements(&db).await;
     }
-    // 5. pgbench with the same INSERTs a create makes, 32 clients, 10 s.
+    // 5. pgbench with the same INSERTs a create makes, 32 clients, 10 s; it must write the same tables.
     if wanted("pgbench") {
-        let tps = pgbench(&pg, &dir, &url);
+        let before = row_counts(&db).await;
+        let tps = pgbench(&pg, &dir, &url, size.closed);
+        let pgbench_tables = grown(&before, &row_counts(&db).await);
+        if pgbench_tables != create_tables {
+            fail(format!(
+                "the pgbench script writes {pgbench_tables:?}, an API create {create_tables:?}: \
+                 bring it up to date"
+            ));
+        }
         println!();
-        println!("pgbench, same INSERTs, 32 clients, 10 s: {tps:.0} tps");
+        println!(
+            "pgbench, same INSERTs, 32 clients, {:?}: {tps:.0} tps",
+            size.closed
+        );
         if let Some(api_tps) = api_tps {
             println!(
                 "API create ceiling / pgbench: {api_tps:.0} / {tps:.0} = {:.0}%",
@@ -348,10 +425,15 @@ async fn main() {
             );
         }
     }
+    let failures = FAILURES.lock().unwrap();
+    if !failures.is_empty() {
+        eprintln!("the bench failed:\n- {}", failures.join("\n- "));
+        std::process::exit(1);
+    }
 }
 
-/// Walks every 100-item page over 100k rows twice and reports the latency of each page.
-async fn list_pages(http: &reqwest::Client, base: &str, token: &str, db: &sqlx::PgPool) {
+/// Walks every 100-item page over `rows` rows (100k) twice and reports the latency of each page.
+async fn list_pages(http: &reqwest::Client, base: &str, token: &str, db: &sqlx::PgPool, rows: i64) {
     let existing: i64 = sqlx::query_scalar("select count(*) from control_planes")
         .fetch_one(db)
         .await
@@ -362,7 +444,7 @@ async fn list_pages(http: &reqwest::Client, base: &str, token: &str, db: &sqlx::
                 'small', jsonb_build_object('env', case when g % 2 = 0 then 'prod' else 'dev' end)
          from generate_series(1, $1) g",
     )
-    .bind(100_000 - existing)
+    .bind(rows - existing)
     .execute(db)
     .await
     .unwrap();
@@ -390,15 +472,44 @@ async fn list_pages(http: &reqwest::Client, base: &str, token: &str, db: &sqlx::
         }
     }
     summary(
-        "list page of 100 over 100k rows (sequential, 2 passes)",
+        "list page of 100 (sequential, 2 passes over every row)",
         lat,
         start.elapsed(),
         errors,
     );
 }
 
-/// pgbench with the same INSERTs a create makes (32 clients, 10 s): its transactions per second.
-fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str) -> f64 {
+/// Rows of each table of the schema (the migrations' own table aside), counted in one query.
+async fn row_counts(db: &sqlx::PgPool) -> std::collections::BTreeMap<String, i64> {
+    sqlx::query_as::<_, (String, i64)>(
+        "select table_name::text,
+                (xpath('/row/c/text()', query_to_xml(format('select count(*) as c from %I', table_name),
+                                                     false, true, '')))[1]::text::bigint
+         from information_schema.tables
+         where table_schema = 'public' and table_type = 'BASE TABLE' and table_name <> '_sqlx_migrations'",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+/// The tables with more rows `after` than `before`.
+fn grown(
+    before: &std::collections::BTreeMap<String, i64>,
+    after: &std::collections::BTreeMap<String, i64>,
+) -> std::collections::BTreeSet<String> {
+    after
+        .iter()
+        .filter(|(table, rows)| before.get(*table).is_none_or(|b| *rows > b))
+        .map(|(table, _)| table.clone())
+        .collect()
+}
+
+/// pgbench with the same INSERTs a create makes (32 clients for `duration`): its transactions per second.
+/// Any failed transaction (a column the store now requires, say) fails the run.
+fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str, duration: Duration) -> f64 {
     let script = dir.join("create.sql");
     std::fs::write(
         &script,
@@ -409,7 +520,7 @@ fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str) -> f64 {
            cp as (insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) select gen_random_uuid(), t.id, 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small' from t returning id, tenant_id), \
            pl as (insert into placements (control_plane_id, tenant_id, datastore_id, driver) select cp.id, cp.tenant_id, (select id from datastores where name = 'etcd-bench'), 'etcd' from cp), \
            ld as (update datastores set load_tenants = load_tenants + 1 where name = 'etcd-bench' and exists (select 1 from cp)), \
-           op as (insert into operations (id, tenant_id, control_plane_id, kind) select gen_random_uuid(), cp.tenant_id, cp.id, 'create' from cp returning id, tenant_id, control_plane_id), \
+           op as (insert into operations (id, tenant_id, control_plane_id, kind, generation, stages, deadline_at) select gen_random_uuid(), cp.tenant_id, cp.id, 'create', 1, jsonb_build_array(jsonb_build_object('stage', 'placed', 'at', now())), now() + make_interval(secs => 600) from cp returning id, tenant_id, control_plane_id), \
            ob as (insert into outbox (tenant_id, control_plane_id, operation_id, kind, payload) select tenant_id, control_plane_id, id, 'apply', '{\"generation\": 1}' from op) \
          insert into audit_log (tenant_id, actor, action, target_kind, target_id) select tenant_id, 'pgbench', 'control-plane.create', 'control-plane', id::text from cp;\n\
          commit;\n",
@@ -425,7 +536,7 @@ fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str) -> f64 {
             "-j",
             "2",
             "-T",
-            "10",
+            &duration.as_secs().to_string(),
             "-h",
             "127.0.0.1",
             "-p",
@@ -439,11 +550,17 @@ fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str) -> f64 {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("number of failed transactions: 0 ") {
+        fail(format!("pgbench: {text}{}", String::from_utf8_lossy(&out.stderr)));
+    }
     let tps: f64 = text
         .lines()
         .find(|l| l.starts_with("tps = "))
         .and_then(|l| l.trim_start_matches("tps = ").split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("pgbench failed: {text}{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or(0.0);
+    if tps <= 0.0 {
+        fail("pgbench printed no transactions per second".into());
+    }
     tps
 }
