@@ -239,3 +239,61 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::{body::Body, extract::OptionalFromRequest, http::header};
+    use proptest::{
+        prelude::*,
+        test_runner::{Config, RngSeed},
+    };
+
+    use super::JsonBody;
+
+    /// What the optional body extractor reads `body` as: `Some(true)` absent, `Some(false)` present,
+    /// `None` refused.
+    fn read(body: &[u8], json: bool) -> Option<bool> {
+        let mut req = axum::http::Request::post("/")
+            .body(Body::from(body.to_vec()))
+            .unwrap();
+        if json {
+            req.headers_mut()
+                .insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let read = runtime
+            .block_on(<JsonBody<serde_json::Value> as OptionalFromRequest<()>>::from_request(req, &()));
+        read.ok().map(|value| value.is_none())
+    }
+
+    /// Short bodies over the bytes that blank-body bugs live in: every ASCII whitespace (JSON's four and
+    /// the form feed and vertical tab it excludes), `null`'s letters and braces.
+    fn bodies() -> impl Strategy<Value = Vec<u8>> {
+        let bytes = b" \t\n\r\x0b\x0cnul{}".to_vec();
+        prop::collection::vec(prop::sample::select(bytes), 0..6)
+    }
+
+    proptest! {
+        // A fixed seed: the same bodies on every run (this found the form feed that `trim_ascii` passed
+        // for "no body", which schemathesis had found once, by chance, at 1,000 cases per operation).
+        #![proptest_config(Config {
+            cases: 512,
+            rng_seed: RngSeed::Fixed(20_261_207),
+            failure_persistence: None,
+            ..Config::default()
+        })]
+
+        /// A body is read as absent exactly when it is JSON whitespace only (RFC 8259: space, tab, LF, CR),
+        /// or a JSON `null` sent as JSON; serde_json, which parses JSON itself, is the judge of `null`.
+        #[test]
+        fn an_optional_body_is_absent_exactly_when_it_is_json_whitespace_or_json_null(
+            body in bodies(),
+            json in any::<bool>(),
+        ) {
+            let blank = body.iter().all(|b| b" \t\n\r".contains(b));
+            let null = json && serde_json::from_slice::<serde_json::Value>(&body).ok() == Some(serde_json::Value::Null);
+            let read = read(&body, json);
+            prop_assert_eq!(read == Some(true), blank || null, "body {:?}, json {}: read {:?}", body, json, read);
+        }
+    }
+}
