@@ -6,7 +6,7 @@ CARGO ?= cargo
 # up-to-date data fails to compile. Refresh it with `scripts/dev-db prepare`.
 export SQLX_OFFLINE := true
 
-.PHONY: run test check-disk deps test-env fmt-check clippy openapi-check test-only generate portal
+.PHONY: run test test-deep check-disk deps test-env fmt-check clippy openapi-check test-only generate portal
 
 # What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
 # everything `make test` needs otherwise (see scripts/install-deps).
@@ -25,6 +25,12 @@ run: deps
 ## test: stop at once when the disk is too full for a run, install what is missing, build the cached
 ## binaries, then fmt, clippy, every test, leftover check
 test: check-disk deps test-env fmt-check clippy openapi-check test-only
+	scripts/check-leftovers
+
+## test-deep: the depth-bound tests at their full depth (schemathesis at 1,000 cases per operation,
+## ~40 min): before a release, and after a change to the API's request parsing or OpenAPI document
+test-deep: check-disk deps test-env
+	TENANTPLANE_TEST_DEPTH=deep NEXTEST_PROFILE=deep CARGO=$(CARGO) scripts/test-all -E 'test(/^api::contract::/)'
 	scripts/check-leftovers
 
 check-disk:

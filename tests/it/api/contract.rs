@@ -2,9 +2,9 @@
 //! installed by `scripts/test-env`) generates requests from it against the real app, on real PostgreSQL
 //! with a real kube-apiserver as the management cluster, runs every check, and must find nothing. Three
 //! runs at once: a platform-admin token over the platform's operations and a tenant-admin token over the
-//! tenant's (1,000 cases per operation each), and a platform-admin token over the tenant's operations
-//! (100). The tenant slug and a real control plane id are fixed, so requests reach the handlers instead
-//! of stopping at 404.
+//! tenant's (100 cases per operation each in `make test`, 1,000 in `make test-deep`), and a
+//! platform-admin token over the tenant's operations (a tenth of that). The tenant slug and a real
+//! control plane id are fixed, so requests reach the handlers instead of stopping at 404.
 
 use std::{path::Path, process::Command, time::Instant};
 
@@ -14,13 +14,34 @@ use serde_json::Value;
 use super::{App, spawn_app_with};
 use crate::support;
 
-/// Fuzzing cases per operation (the issue asks for at least 1,000 per operation);
-/// `TENANTPLANE_SCHEMATHESIS_EXAMPLES` lowers it for a quick local look.
+/// Fuzzing cases per operation and phase in `make test` (CI): a tenth of the full depth's time (200 s alone
+/// against about 40 min). Neither depth redraws, with today's seed and operations, the form-feed body that
+/// schemathesis once drew by chance at 1,000; the property test `an_optional_body_is_absent_exactly_when…`
+/// of `crates/server/src/api/extract.rs` finds that bug class at once, with a seed of its own.
+const CI_EXAMPLES: u32 = 100;
+
+/// The full depth, `make test-deep` (the issue that brought schemathesis asked for 1,000 per operation).
+const DEEP_EXAMPLES: u32 = 1000;
+
+/// Fuzzing cases per operation: `TENANTPLANE_SCHEMATHESIS_EXAMPLES` if set (20 makes a quick local
+/// look), else [`DEEP_EXAMPLES`] under `TENANTPLANE_TEST_DEPTH=deep` (`make test-deep`), else
+/// [`CI_EXAMPLES`].
 fn max_examples() -> u32 {
-    std::env::var("TENANTPLANE_SCHEMATHESIS_EXAMPLES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
+    let explicit = std::env::var("TENANTPLANE_SCHEMATHESIS_EXAMPLES").ok();
+    match explicit.and_then(|v| v.parse().ok()) {
+        Some(examples) => examples,
+        None if support::deep() => DEEP_EXAMPLES,
+        None => CI_EXAMPLES,
+    }
+}
+
+/// `TENANTPLANE_SCHEMATHESIS_PATHS=<regex>` makes every run fuzz only the matching paths (in place of its
+/// own path filter), for a quick focused look at a few operations (`'^/pools/\{name\}/rebalance$'`).
+fn focus() -> Vec<String> {
+    match std::env::var("TENANTPLANE_SCHEMATHESIS_PATHS") {
+        Ok(regex) => vec!["--include-path-regex".into(), regex],
+        Err(_) => Vec::new(),
+    }
 }
 
 /// A fixed seed: the same cases on every machine, so a failure reproduces.
@@ -83,8 +104,12 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 include-name = "POST /datastores/{{name}}/drain"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
+# The default pool is balanced (its one DataStore holds the one control plane), so a rebalance of it succeeds
+# at once, every time: each generated body reaches the optional-body parsing of the handler instead of a
+# 404 (a form feed once passed for "no body" there and was accepted).
 [[operations]]
 include-name = "POST /pools/{{name}}/rebalance"
+parameters = {{ "path.name" = "default" }}
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
 
 # A migration's target must name a ready DataStore of the control plane's driver, other than its own,
@@ -146,6 +171,7 @@ fn start(app: &App, run: &Run, config: &str, dir: &Path) -> std::process::Child 
         .args(["--report", "junit", "--report-junit-path"])
         .arg(dir.join("junit.xml"))
         .args(run.filter)
+        .args(focus())
         .env("HOME", dir)
         .current_dir(dir)
         .stdout(std::process::Stdio::piped())

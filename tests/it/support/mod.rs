@@ -281,6 +281,12 @@ pub fn nats() -> &'static Nats {
     get(&NATS)
 }
 
+/// Whether this run asks for the full depth of the depth-bound tests (`TENANTPLANE_TEST_DEPTH=deep`,
+/// `make test-deep`); `make test` (CI) runs them at a fixed-seed depth that still finds their known bugs.
+pub fn deep() -> bool {
+    std::env::var("TENANTPLANE_TEST_DEPTH").as_deref() == Ok("deep")
+}
+
 /// A unique lowercase suffix for names.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
