@@ -1516,9 +1516,15 @@ mod workload {
         assert!(args(&d).contains(&"--etcd-servers=unix:///uds/kine".to_string()));
         assert!(!args(&d).iter().any(|a| a.starts_with("--etcd-prefix")));
         let kine = container(&d, "kine");
+        assert!(
+            !kine.args.iter().flatten().any(|a| a.starts_with("--endpoint")),
+            "{:?}",
+            kine.args
+        );
+        let endpoint = kine.env.iter().flatten().find(|e| e.name == "KINE_ENDPOINT");
         assert_eq!(
-            kine.args.as_ref().unwrap().last().map(String::as_str),
-            Some("--endpoint=postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)")
+            endpoint.and_then(|e| e.value.as_deref()),
+            Some("postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)")
         );
         let checksum = pod_annotation(&d, "tenantplane.io/checksum");
         let config = pod_annotation(&d, "storage.kamaji.clastix.io/config");

@@ -74,6 +74,40 @@ fn assert_own_rows(rows: &[String], t: usize, schema: &str) {
     );
 }
 
+/// The command lines and environments of every process on this machine.
+fn processes() -> Vec<(String, String)> {
+    let read = |path: std::path::PathBuf| {
+        std::fs::read(path)
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default()
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .map(|e| (read(e.path().join("cmdline")), read(e.path().join("environ"))))
+        .collect()
+}
+
+/// Tenant `t`'s kine took its endpoint from its environment: its password is in exactly one process's
+/// environment (its kine's), and in no process's arguments, which every user of the node can read.
+async fn assert_password_only_in_kines_environment(stack: &Stack, t: usize) {
+    let secrets = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+        stack.kube.clone(),
+        &stack.tenants[t].namespace,
+    );
+    let data = secrets.get("prod-datastore-config").await.unwrap().data.unwrap();
+    let value = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    let (user, password) = (value("DB_USER"), value("DB_PASSWORD"));
+    assert!(password.len() >= 16, "a generated password for {user}");
+    let processes = processes();
+    let in_args = processes.iter().filter(|(cmdline, _)| cmdline.contains(&password)).count();
+    assert_eq!(in_args, 0, "tenant {t}'s password in a process's arguments");
+    let endpoint = format!("KINE_ENDPOINT=postgres://{user}:{password}@");
+    let in_env = processes.iter().filter(|(_, environ)| environ.contains(&endpoint)).count();
+    assert_eq!(in_env, 1, "tenant {t}'s kine with its endpoint in its environment");
+}
+
 const ROWS: &str = "select name from kine where name like '/registry/namespaces/only-tenant-%' order by name";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -87,6 +121,7 @@ async fn postgres_through_kine_serves_two_tenants_each_in_its_own_database() {
     let schemas = two_tenants_serve(&stack, "pg").await;
     assert_ne!(schemas[0], schemas[1]);
     for (t, schema) in schemas.iter().enumerate() {
+        assert_password_only_in_kines_environment(&stack, t).await;
         let url = format!("postgres://{user}:{password}@{endpoint}/{schema}");
         let mut db = PgConnection::connect(&url).await.unwrap();
         let rows: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&mut db).await.unwrap();

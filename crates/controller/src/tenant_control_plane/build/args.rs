@@ -315,7 +315,8 @@ const MAX_OPEN_FLAG: &str = "datastore-max-open-connections";
 pub const KINE_MAX_OPEN_CONNECTIONS: u32 = 64;
 
 /// kine's args: listen address, TLS files and (SQL) the connection cap, the user's extraArgs over the
-/// others, then `--endpoint` last.
+/// others. Never `--endpoint`: it carries the password, and a process's arguments are readable by every
+/// user of its node (`/proc/<pid>/cmdline`); kine reads it from [`KINE_ENDPOINT_ENV`] instead.
 pub fn kine_args(tcp: &TenantControlPlane, storage: &StorageView) -> Vec<String> {
     let mut flags = kv(&[("listen-address", "unix:///uds/kine".into())]);
     if let Some((_, client)) = &storage.certificate {
@@ -335,12 +336,18 @@ pub fn kine_args(tcp: &TenantControlPlane, storage: &StorageView) -> Vec<String>
     if matches!(storage.driver, Driver::MySQL | Driver::PostgreSQL) {
         flags.insert(MAX_OPEN_FLAG.into(), KINE_MAX_OPEN_CONNECTIONS.to_string());
     }
-    let mut args = render(&flags);
-    let endpoint = match storage.driver {
+    render(&flags)
+}
+
+/// The environment variable kine reads its endpoint from (the `--endpoint` flag's twin).
+pub const KINE_ENDPOINT_ENV: &str = "KINE_ENDPOINT";
+
+/// kine's endpoint for `driver`, from the config Secret's `DB_*` variables by Kubernetes' `$(VAR)`
+/// expansion: the pod spec never holds the password, only the container's environment does.
+pub fn kine_endpoint(driver: Driver) -> &'static str {
+    match driver {
         Driver::MySQL => "mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)",
         Driver::PostgreSQL => "postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)",
         _ => "nats://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)?bucket=$(DB_SCHEMA)&noEmbed",
-    };
-    args.push(format!("--endpoint={endpoint}"));
-    args
+    }
 }

@@ -341,11 +341,19 @@ fn kine(tcp: &TenantControlPlane, storage: &StorageView, settings: &WorkloadSett
             }),
             ..Default::default()
         }]),
-        env: Some(vec![EnvVar {
-            name: "GODEBUG".into(),
-            value: Some("x509ignoreCN=0".into()),
-            ..Default::default()
-        }]),
+        env: Some(vec![
+            EnvVar {
+                name: "GODEBUG".into(),
+                value: Some("x509ignoreCN=0".into()),
+                ..Default::default()
+            },
+            // After `envFrom`, so the `$(DB_*)` references expand.
+            EnvVar {
+                name: KINE_ENDPOINT_ENV.into(),
+                value: Some(kine_endpoint(storage.driver).into()),
+                ..Default::default()
+            },
+        ]),
         ports: tcp_port("server", 2379),
         volume_mounts: Some(mounts),
         resources: Some(resources),

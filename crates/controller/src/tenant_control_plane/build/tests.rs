@@ -138,15 +138,15 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
     for (driver, endpoint) in [
         (
             Driver::PostgreSQL,
-            "--endpoint=postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)",
+            "postgres://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)/$(DB_SCHEMA)",
         ),
         (
             Driver::MySQL,
-            "--endpoint=mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)",
+            "mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)",
         ),
         (
             Driver::Nats,
-            "--endpoint=nats://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)?bucket=$(DB_SCHEMA)&noEmbed",
+            "nats://$(DB_USER):$(DB_PASSWORD)@$(DB_CONNECTION_STRING)?bucket=$(DB_SCHEMA)&noEmbed",
         ),
     ] {
         let t = base().build();
@@ -161,7 +161,6 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
             "--cert-file=/certs/server.crt".into(),
             "--key-file=/certs/server.key".into(),
             "--listen-address=unix:///uds/kine".into(),
-            endpoint.into(),
         ];
         if driver != Driver::Nats {
             // SQL only: the connection cap sorts after the certificate.
@@ -190,6 +189,18 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
                 .unwrap()
                 .name,
             "cp-datastore-config"
+        );
+        // The endpoint (with the password's reference) is in the environment, never in the arguments.
+        let env: Vec<_> = kine_c
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.as_str(), e.value.as_deref()))
+            .collect();
+        assert_eq!(
+            env,
+            [("GODEBUG", Some("x509ignoreCN=0")), ("KINE_ENDPOINT", Some(endpoint))],
+            "{driver:?}"
         );
         let init = pod.init_containers.unwrap();
         assert_eq!(init[0].name, "chmod");
@@ -220,7 +231,6 @@ fn kine_without_tls_has_no_cert_flags_and_user_cannot_override_endpoint_nor_conn
             "--datastore-max-open-connections=64".to_string(),
             "--debug=true".into(),
             "--listen-address=unix:///uds/kine".into(),
-            "--endpoint=mysql://$(DB_USER):$(DB_PASSWORD)@tcp($(DB_CONNECTION_STRING))/$(DB_SCHEMA)".into(),
         ]
     );
 }
