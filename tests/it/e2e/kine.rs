@@ -84,7 +84,12 @@ fn processes() -> Vec<(String, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
         .map(|e| (read(e.path().join("cmdline")), read(e.path().join("environ"))))
         .collect()
 }
@@ -101,11 +106,20 @@ async fn assert_password_only_in_kines_environment(stack: &Stack, t: usize) {
     let (user, password) = (value("DB_USER"), value("DB_PASSWORD"));
     assert!(password.len() >= 16, "a generated password for {user}");
     let processes = processes();
-    let in_args = processes.iter().filter(|(cmdline, _)| cmdline.contains(&password)).count();
+    let in_args = processes
+        .iter()
+        .filter(|(cmdline, _)| cmdline.contains(&password))
+        .count();
     assert_eq!(in_args, 0, "tenant {t}'s password in a process's arguments");
     let endpoint = format!("KINE_ENDPOINT=postgres://{user}:{password}@");
-    let in_env = processes.iter().filter(|(_, environ)| environ.contains(&endpoint)).count();
-    assert_eq!(in_env, 1, "tenant {t}'s kine with its endpoint in its environment");
+    let in_env = processes
+        .iter()
+        .filter(|(_, environ)| environ.contains(&endpoint))
+        .count();
+    assert_eq!(
+        in_env, 1,
+        "tenant {t}'s kine with its endpoint in its environment"
+    );
 }
 
 const ROWS: &str = "select name from kine where name like '/registry/namespaces/only-tenant-%' order by name";

@@ -199,7 +199,10 @@ fn kine_drivers_use_the_socket_and_a_sidecar() {
             .collect();
         assert_eq!(
             env,
-            [("GODEBUG", Some("x509ignoreCN=0")), ("KINE_ENDPOINT", Some(endpoint))],
+            [
+                ("GODEBUG", Some("x509ignoreCN=0")),
+                ("KINE_ENDPOINT", Some(endpoint))
+            ],
             "{driver:?}"
         );
         let init = pod.init_containers.unwrap();
