@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{
     caller, gql_error,
-    mutation::{ControlPlanePayload, in_tx, user_errors},
+    payload::{ControlPlanePayload, in_tx, user_errors},
     request_id,
     types::{self, OperationKind, OperationStage, OperationState},
 };

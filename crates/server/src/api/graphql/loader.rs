@@ -9,13 +9,13 @@ use async_graphql::{
 };
 use uuid::Uuid;
 
-use super::{
-    gql_error,
-    types::{AuditEntry, Operation},
-};
+use super::gql_error;
 use crate::{
     auth::Principal,
-    service::{self, Ctx},
+    service::{
+        self, Ctx,
+        model::{AuditEntry, Operation},
+    },
 };
 
 /// A control plane key: `(tenant id, control-plane id)`.
@@ -97,7 +97,7 @@ impl Loader<Key> for LatestOperations {
             let found = service::control_planes::latest_operations(&self.0.ctx, &self.0.who, tenant, &ids)
                 .await
                 .map_err(gql_error)?;
-            out.extend(found.into_iter().map(|(id, op)| ((tenant, id), op.into())));
+            out.extend(found.into_iter().map(|(id, op)| ((tenant, id), op)));
         }
         Ok(out)
     }
@@ -115,11 +115,7 @@ impl Loader<Key> for RecentOperations {
             let found = service::control_planes::recent_operations(&self.0.ctx, &self.0.who, tenant, &ids)
                 .await
                 .map_err(gql_error)?;
-            out.extend(
-                found
-                    .into_iter()
-                    .map(|(id, ops)| ((tenant, id), ops.into_iter().map(Into::into).collect())),
-            );
+            out.extend(found.into_iter().map(|(id, ops)| ((tenant, id), ops)));
         }
         Ok(out)
     }
@@ -137,11 +133,7 @@ impl Loader<Key> for AuditEntries {
             let found = service::control_planes::audit_entries(&self.0.ctx, &self.0.who, tenant, &ids)
                 .await
                 .map_err(gql_error)?;
-            out.extend(
-                found
-                    .into_iter()
-                    .map(|(id, list)| ((tenant, id), list.into_iter().map(Into::into).collect())),
-            );
+            out.extend(found.into_iter().map(|(id, list)| ((tenant, id), list)));
         }
         Ok(out)
     }

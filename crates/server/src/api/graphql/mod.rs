@@ -10,6 +10,7 @@ mod connection;
 mod drains;
 mod loader;
 mod mutation;
+mod payload;
 mod query;
 mod slots;
 mod subscription;

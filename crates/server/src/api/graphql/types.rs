@@ -979,15 +979,19 @@ impl ControlPlane {
     }
     /// The newest operation (batched: one query per page).
     async fn latest_operation(&self, ctx: &Context<'_>) -> Result<Option<Operation>> {
-        loader::latest_operation(ctx, self.tenant_id, self.cp.id).await
+        Ok(loader::latest_operation(ctx, self.tenant_id, self.cp.id)
+            .await?
+            .map(Into::into))
     }
     /// The 20 newest operations, newest first (batched).
     async fn operations(&self, ctx: &Context<'_>) -> Result<Vec<Operation>> {
-        loader::operations(ctx, self.tenant_id, self.cp.id).await
+        let operations = loader::operations(ctx, self.tenant_id, self.cp.id).await?;
+        Ok(operations.into_iter().map(Into::into).collect())
     }
     /// The 20 newest audit entries about it, newest first (batched).
     async fn audit_entries(&self, ctx: &Context<'_>) -> Result<Vec<AuditEntry>> {
-        loader::audit_entries(ctx, self.tenant_id, self.cp.id).await
+        let entries = loader::audit_entries(ctx, self.tenant_id, self.cp.id).await?;
+        Ok(entries.into_iter().map(Into::into).collect())
     }
     /// The kubeconfig (YAML) of a control plane that has served (tenant viewer or above), with context,
     /// cluster and user names unique to its tenant and name; its user runs `tenantplane credential` (an
