@@ -44,26 +44,6 @@ pub struct CredentialArgs {
     ttl_seconds: Option<u32>,
 }
 
-/// The answer of `POST …/credentials`.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IssuedCredential {
-    /// The control plane's bearer token (a JWT).
-    pub token: String,
-    /// When it expires.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// Redacts the token.
-impl std::fmt::Debug for IssuedCredential {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedCredential")
-            .field("token", &"<redacted>")
-            .field("expires_at", &self.expires_at)
-            .finish()
-    }
-}
-
 /// A cache file's content: the credential and when this client received it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,13 +2,11 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use reqwest::{Method, Url};
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, de::DeserializeOwned};
 
-use super::{
-    credential::IssuedCredential,
-    error::{ApiProblem, ClientError, Result},
-};
+use super::error::{ApiProblem, ClientError, Result};
 use crate::{
     secret::Secret,
     service::model::{Accepted, ControlPlane, ControlPlanePage, CreatedJoinToken, Operation, Viewer},
@@ -216,6 +214,26 @@ impl Api {
         let query: Vec<(&str, String)> = wait.map(|w| ("waitSeconds", w.to_string())).into_iter().collect();
         self.json(Method::GET, &["tenants", tenant, "operations", id], &query, None)
             .await
+    }
+}
+
+/// The answer of `POST …/credentials`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedCredential {
+    /// The control plane's bearer token (a JWT).
+    pub token: String,
+    /// When it expires.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Redacts the token.
+impl std::fmt::Debug for IssuedCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedCredential")
+            .field("token", &"<redacted>")
+            .field("expires_at", &self.expires_at)
+            .finish()
     }
 }
 
