@@ -118,6 +118,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
                 "metrics",
                 "migration_journal",
                 "owners",
+                "served",
                 "settings",
                 "status",
                 "used_by",

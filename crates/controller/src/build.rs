@@ -56,21 +56,22 @@ pub fn backoff(failures: u32) -> Duration {
 
 // === references ===
 
-/// Every DataStore a TenantControlPlane uses or used: spec primary and overrides, and what status
-/// recorded (so overrides removed from the spec but not cleaned up yet still count).
+/// Every DataStore a TenantControlPlane names anywhere: spec primary and overrides, what status
+/// recorded, and a running migration's. Only for triggers and egress: `usedBy` follows [`users_of`].
 pub fn referenced_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
+    let mut names = named_datastores(tcp);
+    names.extend(status_datastores(tcp));
+    names
+}
+
+/// The DataStores the spec names (primary and overrides) and a running migration's source and target
+/// (a running migration holds both spaces until it ends).
+pub fn named_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     names.extend(tcp.spec.data_store.clone());
     for o in tcp.spec.data_store_overrides.iter().flatten() {
         names.insert(o.data_store.clone());
     }
-    if let Some(storage) = tcp.status.as_ref().and_then(|s| s.storage.as_ref()) {
-        names.extend(storage.data_store_name.clone());
-        for o in &storage.overrides {
-            names.extend(o.data_store_name.clone());
-        }
-    }
-    // A running migration holds both spaces until it ends.
     if let Some(m) = crate::migration_plan::active(tcp) {
         names.insert(m.source.clone());
         names.insert(m.target.clone());
@@ -79,7 +80,38 @@ pub fn referenced_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
     names
 }
 
-/// `namespace/name` of every TenantControlPlane using DataStore `name`, sorted.
+/// The DataStores `status.storage` names (primary and overrides); anyone who may patch status can
+/// write them.
+pub fn status_datastores(tcp: &TenantControlPlane) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    if let Some(storage) = tcp.status.as_ref().and_then(|s| s.storage.as_ref()) {
+        names.extend(storage.data_store_name.clone());
+        for o in &storage.overrides {
+            names.extend(o.data_store_name.clone());
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names
+}
+
+/// The DataStores a TenantControlPlane uses, for `usedBy`: what it `named` (spec, running migration)
+/// and what the controller's record says it is served by ([`crate::served`]). A TenantControlPlane
+/// without a record yet (provisioned before the record existed, or never provisioned) counts what
+/// its `status` names instead: the first successful provisioning writes the record (the driver
+/// then confirmed this UID's marker there), and from then on status names alone count nothing.
+pub fn users_of(
+    named: &BTreeSet<String>,
+    recorded: Option<&BTreeSet<String>>,
+    status: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let mut names = named.clone();
+    names.extend(recorded.unwrap_or(status).iter().cloned());
+    names.retain(|n| !n.is_empty());
+    names
+}
+
+/// `namespace/name` of every TenantControlPlane naming DataStore `name` anywhere, sorted: the fallback
+/// until the `usedBy` index has listed (status names count too: a pin, never a lost user).
 pub fn used_by<T: std::borrow::Borrow<TenantControlPlane>>(name: &str, tcps: &[T]) -> Vec<String> {
     let mut users: Vec<String> = tcps
         .iter()

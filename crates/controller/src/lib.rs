@@ -27,6 +27,7 @@ pub mod migration;
 pub mod migration_journal;
 pub mod migration_plan;
 pub mod owners;
+pub mod served;
 pub mod settings;
 pub mod status;
 pub mod tenant_control_plane;
@@ -449,6 +450,7 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
     // own changes trigger it, not status writes (the controller is the status's only writer: its own
     // writes would each cost one more, no-op, reconcile).
     let (users_changed, datastores_to_check) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let records = served_records(ctx.clone(), users_changed.clone());
     let (in_tenant_due, in_tenant_wakeups) = tokio::sync::mpsc::unbounded_channel();
     ctx.in_tenant.wake_through(in_tenant_due.clone());
     let (tcp_store, tcp_events) = cached_watch(
@@ -493,7 +495,31 @@ pub async fn run_controllers(ctx: Arc<Context>, shutdown: impl Future<Output = (
         shutdown.await;
         let _ = shutdown_tx.send(());
     };
-    tokio::join!(datastores, control_planes, in_tenant, stop);
+    tokio::select! {
+        _ = async { tokio::join!(datastores, control_planes, in_tenant, stop) } => {}
+        () = records => {}
+    }
+}
+
+/// Feeds the `usedBy` index from the watch of the served records in the state namespace
+/// ([`served`]), sending each DataStore whose users changed to `users_changed`; runs until dropped.
+async fn served_records(ctx: Arc<Context>, users_changed: tokio::sync::mpsc::UnboundedSender<String>) {
+    let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ctx.settings.state_namespace);
+    let selector = format!("{}={}", served::RECORD_LABEL.0, served::RECORD_LABEL.1);
+    watcher(api, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .for_each(|event| {
+            match event {
+                Ok(event) => {
+                    for name in ctx.used_by.observe_record(&event) {
+                        let _ = users_changed.send(name);
+                    }
+                }
+                Err(err) => tracing::warn!("watching the served records failed: {err}"),
+            }
+            std::future::ready(())
+        })
+        .await;
 }
 
 /// The in-tenant phase over the TenantControlPlane cache, woken by `wakeups` (a changed

@@ -69,7 +69,7 @@ pub async fn carry(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus)
         let started = Instant::now();
         let (mover, target, target_space) = mover_for(ctx, tcp, c).await?;
         target.provision(&target_space).await?;
-        ctx.owners.record(&c.to, &target_space);
+        crate::served::provisioned(ctx, tcp, &c.to, &target_space).await?;
         mover.freeze().await?;
         let mut checkpoint = Checkpoint::default();
         while mover.finish_step(&mut checkpoint).await? == Step::More {}
@@ -107,7 +107,7 @@ pub async fn uncarry(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatu
         };
         mover.thaw().await?;
         target.deprovision(&target_space).await?;
-        ctx.owners.forget(&c.to, &target_space);
+        crate::served::deprovisioned(ctx, tcp, &c.to, &target_space).await?;
     }
     Ok(())
 }

@@ -105,7 +105,7 @@ pub async fn unwind(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus
     }
     // Removes only what the target's markers attribute to this TenantControlPlane.
     target.deprovision(&target_space).await?;
-    ctx.owners.forget(&m.target, &target_space);
+    crate::served::deprovisioned(ctx, tcp, &m.target, &target_space).await?;
     Ok(())
 }
 
@@ -123,7 +123,7 @@ async fn copying(
     let mover = movers::mover(&source, &target, &source_space, &target_space)?;
     // Provisioning claims the target's names, refusing another tenant's.
     target.provision(&target_space).await?;
-    ctx.owners.record(&m.target, &target_space);
+    crate::served::provisioned(ctx, tcp, &m.target, &target_space).await?;
     let mut checkpoint = checkpoint(m);
     let mut reported = Instant::now();
     while mover.copy_step(&mut checkpoint).await? == Step::More {
@@ -236,7 +236,7 @@ async fn verifying(
     wait_for_rollout(ctx, tcp, m, Duration::from_secs(60)).await?;
     let (source, _, source_space, _) = checked(ctx, tcp, m).await?;
     let outcome = source.deprovision(&source_space).await?;
-    ctx.owners.forget(&m.source, &source_space);
+    crate::served::deprovisioned(ctx, tcp, &m.source, &source_space).await?;
     if !outcome.left_alone.is_empty() {
         ctx.warn(tcp, "DataStoreNamesLeftAlone", &outcome.left_alone.join("; "))
             .await;

@@ -234,7 +234,7 @@ async fn provision_primary(
                 .await?;
             }
             let credentials = driver.provision(&space).await?;
-            ctx.owners.record(&inputs.primary_name, &space);
+            crate::served::provisioned(ctx, tcp, &inputs.primary_name, &space).await?;
             // The tenant's own client certificate (etcd's, or one minted for a SQL/NATS tenant) is
             // kept while it is valid for this user under the same CA.
             let config = build::config_secret(tcp, &space, &credentials)?;
@@ -310,7 +310,7 @@ async fn provision_overrides(
                 held_already(&driver, &override_space, "status.storage.overrides", &ds.name).await?;
             }
             driver.provision(&override_space).await?;
-            ctx.owners.record(&ds.name, &override_space);
+            crate::served::provisioned(ctx, tcp, &ds.name, &override_space).await?;
         }
         build::record_override(storage, &o.resource, &ds.name, &override_space, now);
     }
@@ -374,6 +374,7 @@ async fn deprovision_on(
 ) -> Result<(), Error> {
     let Some(ds) = fetch::datastore(ctx, name).await? else {
         // Nothing to clean up against; the DataStore's finalizer normally prevents this.
+        crate::served::deprovisioned(ctx, tcp, name, space).await?;
         ctx.warn(
             tcp,
             "DataStoreGone",
@@ -389,10 +390,12 @@ async fn deprovision_on(
     let (_, driver) = fetch::driver(ctx, &ds).await?;
     let outcome = match driver.deprovision(space).await {
         // A name the driver refuses was never provisioned: there is nothing to remove.
-        Err(crate::datastore::DatastoreError::InvalidName { .. }) => return Ok(()),
+        Err(crate::datastore::DatastoreError::InvalidName { .. }) => {
+            return crate::served::deprovisioned(ctx, tcp, name, space).await;
+        }
         outcome => outcome?,
     };
-    ctx.owners.forget(name, space);
+    crate::served::deprovisioned(ctx, tcp, name, space).await?;
     if !outcome.left_alone.is_empty() {
         ctx.warn(
             tcp,
@@ -407,10 +410,67 @@ async fn deprovision_on(
     Ok(())
 }
 
-/// On deletion: removes the tenant from every override recorded in status (including those removed
-/// from the spec) and from the primary.
+/// On deletion: removes the tenant from every space the controller's record lists ([`crate::served`])
+/// and, as the markers decide, from what the spec names; a TenantControlPlane without a record (not
+/// provisioned since the record was introduced) is cleaned from what status recorded, as before.
 pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     cleanup_migration(tcp, ctx).await?;
+    match crate::served::read(ctx, tcp).await? {
+        Some(served) => cleanup_served(tcp, ctx, &served).await?,
+        None => cleanup_from_status(tcp, ctx).await?,
+    }
+    crate::served::forget(ctx, tcp).await
+}
+
+/// Removes every recorded space, then the spec's names on the spec's primary (a provisioning whose
+/// record write failed); never a DataStore only status names.
+async fn cleanup_served(tcp: &TenantControlPlane, ctx: &Context, served: &crate::served::Served) -> Result<(), Error> {
+    let owner = build::datastore_owner(tcp)?;
+    for recorded in &served.spaces {
+        if let Ok(space) = TenantSpace::new(recorded.schema.clone(), recorded.user.clone(), owner.clone()) {
+            deprovision_on(ctx, tcp, &recorded.data_store, &space).await?;
+        }
+    }
+    let Some(primary) = tcp.spec.data_store.clone().filter(|n| !n.is_empty()) else {
+        return Ok(());
+    };
+    let (schema, user) = build::spec_names(tcp)?;
+    let done = served
+        .spaces
+        .iter()
+        .any(|s| s.data_store == primary && s.schema == schema && s.user == user);
+    let Ok(space) = TenantSpace::new(schema, user, owner) else {
+        return Ok(());
+    };
+    if done || !maybe_provisioned(tcp, ctx, &primary).await? {
+        return Ok(());
+    }
+    deprovision_on(ctx, tcp, &primary, &space).await
+}
+
+/// Whether anything may have been provisioned for `tcp` on DataStore `primary` without being recorded:
+/// its config Secret exists (provisioning succeeded, a later write did not), or the DataStore is ready
+/// (a provisioning refused half-way may have claimed a name of its own). Otherwise deletion must not
+/// wait for a DataStore it never used.
+async fn maybe_provisioned(tcp: &TenantControlPlane, ctx: &Context, primary: &str) -> Result<bool, Error> {
+    let namespace = tcp
+        .namespace()
+        .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
+    if fetch::secret(ctx, &namespace, &build::config_secret_name(tcp))
+        .await?
+        .is_some()
+    {
+        return Ok(true);
+    }
+    Ok(fetch::datastore(ctx, primary)
+        .await?
+        .and_then(|d| d.status)
+        .is_some_and(|s| s.ready))
+}
+
+/// Cleanup of a TenantControlPlane without a record: every override recorded in status (including
+/// those removed from the spec) and the primary status records, else the spec's (markers decide).
+async fn cleanup_from_status(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Error> {
     let storage = build::initial_storage(tcp);
     for o in &storage.overrides {
         deprovision_override(ctx, tcp, o).await?;
@@ -436,24 +496,8 @@ pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Erro
             recorded
         }
         None => {
-            // Not recorded. If the config Secret exists, provisioning succeeded but the status write did
-            // not: clean what it would be. A provisioning refused half-way (e.g. its user was taken)
-            // may have claimed a name of its own on a ready DataStore: clean that too (markers keep it to
-            // this UID's names). Otherwise nothing was ever provisioned (the DataStore was never ready),
-            // and deletion must not wait for a DataStore it never used.
-            let namespace = tcp
-                .namespace()
-                .ok_or(Error::MissingObjectKey(".metadata.namespace"))?;
-            let ready = |ds: &Option<crate::k8s::crd::DataStore>| {
-                ds.as_ref()
-                    .and_then(|d| d.status.as_ref())
-                    .is_some_and(|s| s.ready)
-            };
-            if fetch::secret(ctx, &namespace, &build::config_secret_name(tcp))
-                .await?
-                .is_none()
-                && !ready(&fetch::datastore(ctx, &primary).await?)
-            {
+            // Not recorded: clean what provisioning would have made, if it may have run.
+            if !maybe_provisioned(tcp, ctx, &primary).await? {
                 return Ok(());
             }
             let (schema, user) = build::tenant_names(tcp)?;
