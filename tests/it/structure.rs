@@ -108,6 +108,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             // Pure: what a TenantControlPlane says about its migration.
             &["migration_plan"],
+            // The controller's record of the DataStores each TenantControlPlane is served by.
+            &["served"],
             &[
                 "apply",
                 "build",
@@ -118,7 +120,6 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
                 "metrics",
                 "migration_journal",
                 "owners",
-                "served",
                 "settings",
                 "status",
                 "used_by",

@@ -234,7 +234,7 @@ impl Backend {
     }
 
     /// What exists on the backend under `name` (schema, user, marker), as text; empty when nothing.
-    async fn traces(&self, name: &str) -> String {
+    pub(super) async fn traces(&self, name: &str) -> String {
         match self {
             Backend::Etcd(etcd) => {
                 let root = etcd.etcdctl(&etcd.tls().unwrap().root_client).unwrap();

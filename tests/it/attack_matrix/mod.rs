@@ -5,3 +5,4 @@
 mod datastore;
 mod decoy;
 mod forged_migration;
+mod forged_served;

@@ -99,7 +99,11 @@ async fn drive(ctx: Arc<Context>, namespace: String, name: String) {
         };
         let outcome = match plan::next(&tcp) {
             plan::Next::Idle => return,
-            plan::Next::Start { source, target } => stages::start(&ctx, &tcp, &source, &target).await,
+            plan::Next::Start { source, target } => match stages::start(&ctx, &tcp, &source, &target).await {
+                // Refused (a forged source): nothing runs until the TenantControlPlane changes.
+                Ok(false) => return,
+                outcome => outcome.map(|_| ()),
+            },
             plan::Next::Abort => stages::abort(&ctx, &tcp).await,
             plan::Next::Run(stage) => stages::run(&ctx, &tcp, stage).await,
         };

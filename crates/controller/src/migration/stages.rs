@@ -38,14 +38,26 @@ const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 /// (a source written faster than it can be copied would otherwise never freeze).
 const MAX_CATCH_UP_STEPS: u32 = 120;
 
-/// Records a new migration from `source` to `target` (stage `Copying`).
-pub async fn start(ctx: &Context, tcp: &TenantControlPlane, source: &str, target: &str) -> Result<(), Error> {
+/// Records a new migration from `source` to `target` (stage `Copying`); `false` when refused.
+pub async fn start(ctx: &Context, tcp: &TenantControlPlane, source: &str, target: &str) -> Result<bool, Error> {
+    // The source is what `status.storage.dataStoreName` names: a migration starts from it only if the
+    // controller's record says the tenant is served there (no record yet: as before it existed).
+    // Otherwise its failure would unwind by removing the target: the space the tenant really uses.
+    if let Some(served) = crate::served::read(ctx, tcp).await?
+        && !served.data_stores().contains(source)
+    {
+        let message = format!(
+            "status.storage.dataStoreName names DataStore {source}, where the controller provisioned nothing for this TenantControlPlane: no migration to {target} starts from it"
+        );
+        ctx.warn(tcp, "MigrationSourceNotServed", &message).await;
+        return Ok(false);
+    }
     let mut m = plan::start(tcp, source, target, Timestamp::now());
     // A refused carry is recorded as none; `Copying` then fails the migration with the reason.
     m.carried_overrides = carry::recorded_carries(carry::planned(tcp, &m).unwrap_or_default());
     write::status(ctx, tcp, &m).await?;
     announce(ctx, tcp, &m).await;
-    Ok(())
+    Ok(true)
 }
 
 /// Runs `stage` to its end and records the next one.
