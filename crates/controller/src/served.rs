@@ -15,11 +15,7 @@ use kube::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    Context, Error, MANAGED_BY_LABEL,
-    datastore::TenantSpace,
-    k8s::crd::TenantControlPlane,
-};
+use crate::{Context, Error, MANAGED_BY_LABEL, datastore::TenantSpace, k8s::crd::TenantControlPlane};
 
 /// The label every record carries (the watch that feeds `usedBy` selects it).
 pub const RECORD_LABEL: (&str, &str) = ("tenantplane.io/record", "served");

@@ -279,9 +279,8 @@ mod tests {
     fn forger(name: &str, uid: &str, spec: &str, status: &str) -> TenantControlPlane {
         let mut tcp = tcp(name, spec, &[]);
         tcp.metadata.uid = Some(uid.to_string());
-        tcp.status = Some(
-            serde_json::from_value(serde_json::json!({"storage": {"dataStoreName": status}})).unwrap(),
-        );
+        tcp.status =
+            Some(serde_json::from_value(serde_json::json!({"storage": {"dataStoreName": status}})).unwrap());
         tcp
     }
 
@@ -312,20 +311,32 @@ mod tests {
         let index = UsedBy::default();
         listed(&index);
         // Provisioned before records existed: the status name still counts.
-        assert_eq!(index.observe(&Apply(forger("f", "u1", "home", "victim"))), ["home", "victim"]);
+        assert_eq!(
+            index.observe(&Apply(forger("f", "u1", "home", "victim"))),
+            ["home", "victim"]
+        );
         assert_eq!(index.used_by("victim").unwrap(), ["ns/f"]);
         // The first provisioning records home: the forged name no longer counts.
         assert_eq!(index.observe_record(&Apply(record("u1", &["home"]))), ["victim"]);
         assert_eq!(index.used_by("victim").unwrap(), Vec::<String>::new());
         assert_eq!(index.used_by("home").unwrap(), ["ns/f"]);
         // A status write naming yet another DataStore changes nothing.
-        assert_eq!(index.observe(&Apply(forger("f", "u1", "home", "other"))), Vec::<String>::new());
+        assert_eq!(
+            index.observe(&Apply(forger("f", "u1", "home", "other"))),
+            Vec::<String>::new()
+        );
         // A recorded space off the spec (an override being removed) counts until deprovisioned.
-        assert_eq!(index.observe_record(&Apply(record("u1", &["home", "old"]))), ["old"]);
+        assert_eq!(
+            index.observe_record(&Apply(record("u1", &["home", "old"]))),
+            ["old"]
+        );
         assert_eq!(index.used_by("old").unwrap(), ["ns/f"]);
         // The record goes (the TCP is deleted): back to what the TCP itself names.
         assert_eq!(index.observe_record(&Delete(record("u1", &[]))), ["old", "other"]);
-        assert_eq!(index.observe(&Delete(forger("f", "u1", "home", "other"))), ["home", "other"]);
+        assert_eq!(
+            index.observe(&Delete(forger("f", "u1", "home", "other"))),
+            ["home", "other"]
+        );
         assert_eq!(index.used_by("home").unwrap(), Vec::<String>::new());
     }
 
@@ -334,7 +345,10 @@ mod tests {
         use watcher::Event::*;
         let index = UsedBy::default();
         index.observe_record(&Init);
-        assert_eq!(index.observe_record(&InitApply(record("u1", &["a"]))), Vec::<String>::new());
+        assert_eq!(
+            index.observe_record(&InitApply(record("u1", &["a"]))),
+            Vec::<String>::new()
+        );
         index.observe_record(&InitDone);
         assert_eq!(index.used_by("a"), None, "the tenants are not listed yet");
         index.observe(&Init);

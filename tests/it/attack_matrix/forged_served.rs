@@ -42,7 +42,11 @@ async fn forged_elsewhere(env: &Env, name: &str, home: &str, other: &str) -> Str
         condition.message
     );
     let storage = tcp.status.unwrap().storage.unwrap();
-    assert_eq!(storage.data_store_name.as_deref(), Some(other), "the forgery stands");
+    assert_eq!(
+        storage.data_store_name.as_deref(),
+        Some(other),
+        "the forgery stands"
+    );
     uid
 }
 
@@ -89,5 +93,9 @@ async fn deleting_a_tcp_whose_status_forges_its_datastore_removes_its_space_from
         "the space on {home} leaked"
     );
     assert_eq!(Backend::MariaDb.traces(&uid).await, "", "made on {other}");
-    assert_eq!(served_record(&env, &uid).await, None, "the record outlived its TCP");
+    assert_eq!(
+        served_record(&env, &uid).await,
+        None,
+        "the record outlived its TCP"
+    );
 }

@@ -39,7 +39,12 @@ const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 const MAX_CATCH_UP_STEPS: u32 = 120;
 
 /// Records a new migration from `source` to `target` (stage `Copying`); `false` when refused.
-pub async fn start(ctx: &Context, tcp: &TenantControlPlane, source: &str, target: &str) -> Result<bool, Error> {
+pub async fn start(
+    ctx: &Context,
+    tcp: &TenantControlPlane,
+    source: &str,
+    target: &str,
+) -> Result<bool, Error> {
     // The source is what `status.storage.dataStoreName` names: a migration starts from it only if the
     // controller's record says the tenant is served there (no record yet: as before it existed).
     // Otherwise its failure would unwind by removing the target: the space the tenant really uses.

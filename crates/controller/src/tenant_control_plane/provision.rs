@@ -424,7 +424,11 @@ pub async fn cleanup(tcp: &TenantControlPlane, ctx: &Context) -> Result<(), Erro
 
 /// Removes every recorded space, then the spec's names on the spec's primary (a provisioning whose
 /// record write failed); never a DataStore only status names.
-async fn cleanup_served(tcp: &TenantControlPlane, ctx: &Context, served: &crate::served::Served) -> Result<(), Error> {
+async fn cleanup_served(
+    tcp: &TenantControlPlane,
+    ctx: &Context,
+    served: &crate::served::Served,
+) -> Result<(), Error> {
     let owner = build::datastore_owner(tcp)?;
     for recorded in &served.spaces {
         if let Ok(space) = TenantSpace::new(recorded.schema.clone(), recorded.user.clone(), owner.clone()) {
