@@ -1,6 +1,10 @@
 //! Command-line entry point: `tenantplane <subcommand>`.
 
-use std::{path::Path, process::ExitCode, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+};
 
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand};
@@ -389,6 +393,27 @@ async fn controller(args: ControllerArgs) -> anyhow::Result<()> {
     result.map_err(anyhow::Error::from)
 }
 
+/// The authenticator checker `serve` runs: `--authenticator-checker` (which must exist), else the
+/// one found beside this binary or on PATH, else none (with a warning: CEL is then not type-checked).
+fn authenticator_checker(configured: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    if let Some(path) = &configured
+        && !path.is_file()
+    {
+        anyhow::bail!("--authenticator-checker {}: no such file", path.display());
+    }
+    let found = service::authenticator_check::locate(configured);
+    match &found {
+        Some(path) => {
+            tracing::info!(checker = %path.display(), "JWT authenticators are checked by kube-apiserver's own code")
+        }
+        None => tracing::warn!(
+            "{} not found beside this binary or on PATH: tenant JWT authenticators get Tenantplane's own checks only (CEL parsed, not type-checked; one kube-apiserver refuses stops its next start)",
+            service::authenticator_check::PROGRAM
+        ),
+    }
+    Ok(found)
+}
+
 /// `tenantplane serve`.
 async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
     let (pool, local_pg) = connect(&args.db).await?;
@@ -407,6 +432,7 @@ async fn serve(args: Box<ServeArgs>) -> anyhow::Result<()> {
         default_quota_control_planes: args.default_quota_control_planes,
         default_quota_tokens: args.default_quota_tokens,
         external_mint_max_ttl_seconds: args.external_mint_max_ttl_seconds,
+        authenticator_checker: authenticator_checker(args.authenticator_checker.clone())?,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -173,6 +173,12 @@ pub struct ServeArgs {
           default_value_t = crate::service::DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS,
           value_parser = clap::value_parser!(i64).range(60..=crate::auth::MAX_TOKEN_TTL_SECONDS))]
     pub external_mint_max_ttl_seconds: i64,
+    /// kube-apiserver's own check of a tenant's JWT authenticator before it is accepted
+    /// (`tenantplane-authn-check`, built from tools/authn-check). Default: that program beside this
+    /// binary, else on PATH; without one, authenticators get Tenantplane's own checks only (CEL parsed,
+    /// not type-checked), and serve says so when it starts.
+    #[arg(long, env = "TENANTPLANE_AUTHENTICATOR_CHECKER")]
+    pub authenticator_checker: Option<PathBuf>,
     /// Origins of browser apps (a portal) allowed to call the API from another origin, comma-separated,
     /// exact match (`https://portal.example.com`); none: no CORS headers, same origin only.
     #[arg(long, env = "TENANTPLANE_CORS_ALLOWED_ORIGINS", value_delimiter = ',', value_parser = crate::api::parse_origin)]

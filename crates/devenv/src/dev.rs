@@ -192,7 +192,11 @@ fn dev_ctx(db: &sqlx::PgPool, url: &str, issuer: &ClusterIssuer) -> anyhow::Resu
         },
         versions: Default::default(),
         placement: Default::default(),
-        limits: Default::default(),
+        // kube-apiserver's own check of tenants' JWT authenticators, as `scripts/test-env` built it.
+        limits: service::Limits {
+            authenticator_checker: assets::binary(service::authenticator_check::PROGRAM).ok(),
+            ..Default::default()
+        },
     })
 }
 

@@ -90,6 +90,16 @@ pub struct TestApp {
     pub issuer: Option<crate::translate::ClusterIssuer>,
 }
 
+/// The default limits, with kube-apiserver's authenticator check that `scripts/test-env` builds (a
+/// test of it fails without it).
+fn limits() -> service::Limits {
+    service::Limits {
+        authenticator_checker: tenantplane_runtime::assets::binary(service::authenticator_check::PROGRAM)
+            .ok(),
+        ..Default::default()
+    }
+}
+
 /// Starts the production app with `options`: connects and migrates the database, builds the context
 /// (a fresh server key), serves on `127.0.0.1:0` in a task of the current runtime, and mints a
 /// platform-admin token. The task panics if serving fails.
@@ -114,7 +124,7 @@ pub async fn spawn(options: TestAppOptions) -> anyhow::Result<TestApp> {
         },
         versions: Default::default(),
         placement: Default::default(),
-        limits: Default::default(),
+        limits: limits(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

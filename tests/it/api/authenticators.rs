@@ -104,6 +104,50 @@ async fn bad_cel_or_a_system_mapping_is_refused_with_a_422_naming_the_field() {
     assert_eq!(listed.body["items"], json!([]), "{}", listed.text);
 }
 
+/// CEL that parses, reads only `claims`, and still fails kube-apiserver's type check: caught by its own
+/// compiler (`tenantplane-authn-check`, which the test app runs as serve does).
+#[tokio::test]
+async fn cel_that_parses_but_kube_apiserver_refuses_is_a_422_naming_the_field() {
+    let (app, _, admin, path) = setup().await;
+    let rule = |expression: &str| json!([{"expression": expression, "message": "refused"}]);
+    let mut not_a_bool = idp("https://idp.example.com");
+    not_a_bool["claimValidationRules"] = rule("'yes'");
+    let mut undeclared = idp("https://idp.example.com");
+    undeclared["claimMappings"]["username"] = json!({"expression": "claims.sub.shout()"});
+    for (body, field, says) in [
+        (
+            not_a_bool,
+            "claimValidationRules[0].expression",
+            "must evaluate to bool",
+        ),
+        (
+            undeclared,
+            "claimMappings.username.expression",
+            "undeclared reference to 'shout'",
+        ),
+    ] {
+        let r = app.call(Method::POST, &path, Some(&admin), Some(body)).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{field}: {}", r.text);
+        assert_eq!(fields(&r.body), vec![field.to_string()], "{}", r.text);
+        let message = r.body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.starts_with("kube-apiserver refuses it: "), "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    // The same shapes, well typed, are accepted.
+    let mut fine = idp("https://idp.example.com");
+    fine["claimValidationRules"] = rule("claims.sub != ''");
+    fine["claimMappings"]["username"] = json!({"expression": "claims.sub.lowerAscii()"});
+    let r = app.call(Method::POST, &path, Some(&admin), Some(fine)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let listed = app.call(Method::GET, &path, Some(&admin), None).await;
+    assert_eq!(
+        listed.body["items"].as_array().unwrap().len(),
+        1,
+        "{}",
+        listed.text
+    );
+}
+
 #[tokio::test]
 async fn authenticators_are_added_listed_and_removed_once_per_issuer_and_at_most_fifteen() {
     let (app, slug, admin, path) = setup().await;

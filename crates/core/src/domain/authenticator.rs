@@ -1,9 +1,8 @@
 //! Checks of a tenant's own JWT authenticator (an identity provider its tenant kube-apiserver trusts),
 //! before it is accepted: what kube-apiserver would refuse at reload, plus identities it must never map.
 //!
-//! CEL is parsed here (syntax, and which variables it reads); kube-apiserver's own compiler also
-//! type-checks, so an expression that parses may still be refused there, which the authenticator's
-//! status then reports.
+//! CEL is parsed here (syntax, and which variables it reads); the server then runs kube-apiserver's own
+//! compiler, which type-checks too (`tenantplane_server::service::authenticator_check`).
 
 use crate::{
     domain::FieldError,

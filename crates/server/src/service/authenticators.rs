@@ -40,6 +40,12 @@ pub async fn create(
     if !errors.is_empty() {
         return Err(ServiceError::Invalid(errors));
     }
+    if let Some(program) = &ctx.limits.authenticator_checker {
+        let errors = super::authenticator_check::check(program, &input).await?;
+        if !errors.is_empty() {
+            return Err(ServiceError::Invalid(errors));
+        }
+    }
     let row = AuthenticatorRow {
         id: Uuid::new_v4(),
         tenant_id,

@@ -1,6 +1,7 @@
 //! Use-cases shared by REST and GraphQL: authorization, validation and transactions live here once.
 
 pub mod audit;
+pub mod authenticator_check;
 pub mod authenticators;
 pub mod control_planes;
 pub mod datastores;
@@ -62,6 +63,9 @@ pub struct Limits {
     /// provider (`--external-mint-max-ttl-seconds`): a minted token outlives the caller's IdP session
     /// and account, so it must not outlive them by a year.
     pub external_mint_max_ttl_seconds: i64,
+    /// kube-apiserver's own check of a tenant's JWT authenticator ([`authenticator_check`]); `None`:
+    /// Tenantplane's own checks only.
+    pub authenticator_checker: Option<std::path::PathBuf>,
 }
 
 impl Default for Limits {
@@ -74,6 +78,7 @@ impl Default for Limits {
             default_quota_control_planes: 50,
             default_quota_tokens: 100,
             external_mint_max_ttl_seconds: DEFAULT_EXTERNAL_MINT_MAX_TTL_SECONDS,
+            authenticator_checker: None,
         }
     }
 }
