@@ -6,7 +6,7 @@ CARGO ?= cargo
 # up-to-date data fails to compile. Refresh it with `scripts/dev-db prepare`.
 export SQLX_OFFLINE := true
 
-.PHONY: run test test-deep check-disk deps test-env fmt-check clippy openapi-check test-only generate portal
+.PHONY: run test test-deep check-disk deps test-env fmt-check clippy openapi-check deny test-only generate portal
 
 # What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
 # everything `make test` needs otherwise (see scripts/install-deps).
@@ -23,8 +23,8 @@ run: deps
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: stop at once when the disk is too full for a run, install what is missing, build the cached
-## binaries, then fmt, clippy, every test, leftover check
-test: check-disk deps test-env fmt-check clippy openapi-check test-only
+## binaries, then fmt, clippy, the OpenAPI document, cargo-deny, every test, leftover check
+test: check-disk deps test-env fmt-check clippy openapi-check deny test-only
 	scripts/check-leftovers
 
 ## test-deep: the depth-bound tests at their full depth (schemathesis at 1,000 cases per operation,
@@ -51,6 +51,12 @@ clippy:
 ## openapi-check: the committed OpenAPI document is valid OpenAPI 3.1 (drift is checked by the tests)
 openapi-check:
 	python3 -m openapi_spec_validator schema/openapi.json
+
+## deny: cargo-deny's licenses, bans and sources checks against deny.toml (1.3 s). Not its advisories check:
+## the RustSec database cannot be fetched here (see deny.toml). `cargo deny check bans` shows who pulls in
+## each duplicate.
+deny:
+	$(CARGO) deny --locked check --hide-inclusion-graph bans licenses sources
 
 ## test-only: every test with cargo-nextest: groups and time budgets in .config/nextest.toml (see scripts/test-all)
 test-only:
