@@ -6,7 +6,7 @@ CARGO ?= cargo
 # up-to-date data fails to compile. Refresh it with `scripts/dev-db prepare`.
 export SQLX_OFFLINE := true
 
-.PHONY: run test test-deep check-disk deps test-env fmt-check clippy openapi-check deny test-only generate portal
+.PHONY: run test test-deep check-disk deps test-env fmt-check clippy openapi-check deny sqlx-check test-only generate portal
 
 # What `deps` installs: only `make run`'s packages when run is the only goal (it is the default goal),
 # everything `make test` needs otherwise (see scripts/install-deps).
@@ -23,8 +23,8 @@ run: deps
 	$(CARGO) run --release -p tenantplane-devenv --bin tenantplane-dev -- up
 
 ## test: stop at once when the disk is too full for a run, install what is missing, build the cached
-## binaries, then fmt, clippy, the OpenAPI document, cargo-deny, every test, leftover check
-test: check-disk deps test-env fmt-check clippy openapi-check deny test-only
+## binaries, then fmt, clippy, the OpenAPI document, cargo-deny, .sqlx/, every test, leftover check
+test: check-disk deps test-env fmt-check clippy openapi-check deny sqlx-check test-only
 	scripts/check-leftovers
 
 ## test-deep: the depth-bound tests at their full depth (schemathesis at 1,000 cases per operation,
@@ -57,6 +57,12 @@ openapi-check:
 ## each duplicate.
 deny:
 	$(CARGO) deny --locked check --hide-inclusion-graph bans licenses sources
+
+## sqlx-check: `cargo sqlx prepare --check` against migrations/ in the dev PostgreSQL (scripts/dev-db check):
+## fails when the committed .sqlx/ misses, differs from or has more than the queries' data (about 22 s warm;
+## about 2 min in a new checkout, whose workspace crates it checks from scratch)
+sqlx-check:
+	scripts/dev-db check
 
 ## test-only: every test with cargo-nextest: groups and time budgets in .config/nextest.toml (see scripts/test-all)
 test-only:
