@@ -10,7 +10,7 @@
 //!
 //! The victim's datum is read back with the victim's credentials after every attack.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::{core::v1::Secret, events::v1::Event};
 use kube::{
     Api, ResourceExt as _,
     api::{Patch, PatchParams, PostParams},
@@ -483,23 +483,40 @@ async fn strangers(env: &Env, backend: &Backend, ds: &str) {
 }
 
 /// A thief provisioned with its own names patches `status.storage.setup` to the victim's, then is
-/// deleted: cleanup must not trust status.
+/// deleted: cleanup follows the controller's served record, not status. The thief's own space goes,
+/// the victim's names are not even tried (no `DataStoreNamesLeftAlone`), and its datum stays.
 async fn patched_status(env: &Env, backend: &Backend, ds: &str, uid: &str) {
-    tcp(env, "forger", ds, None, None).await;
+    let forger_uid = tcp(env, "forger", ds, None, None).await.uid().unwrap();
     env.provisioned("forger").await;
+    assert_ne!(backend.traces(&forger_uid).await, "", "the forger holds no space");
     let patch = json!({"status": {"storage": {"setup": {"schema": uid, "user": uid}}}});
     env.tcps()
         .patch_status("forger", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
     env.delete_tcp_and_wait("forger").await;
-    let event = wait_for_event(&env.client, &env.ns, "forger", "DataStoreNamesLeftAlone").await;
-    assert!(
-        event
-            .note
-            .unwrap_or_default()
-            .contains("belongs to another TenantControlPlane")
+    assert_eq!(
+        backend.traces(&forger_uid).await,
+        "",
+        "the forger's own space leaked"
     );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.ns);
+    let left_alone: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("forger"))
+        .filter(|e| e.reason.as_deref() == Some("DataStoreNamesLeftAlone"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert_eq!(
+        left_alone,
+        Vec::<String>::new(),
+        "cleanup tried the names status forged"
+    );
+    assert_ne!(backend.traces(uid).await, "", "the victim's names went");
     assert_eq!(backend.read(env, "victim").await, "victims-datum");
 }
 
