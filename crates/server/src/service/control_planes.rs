@@ -3,7 +3,6 @@
 pub mod access;
 pub mod kubeconfig_names;
 
-use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -13,6 +12,7 @@ use super::{
         Accepted, AuditEntry, ControlPlane, ControlPlaneAddons, ControlPlanePage, CreateControlPlane,
         DataStorePreference, NodeJoin, Operation, Placement, PlacementOverride, UpdateControlPlane,
     },
+    page::{MAX_PAGE, decode_cursor, encode_cursor},
     tenant_for,
 };
 use crate::{
@@ -27,9 +27,6 @@ use crate::{
         placements::PlacementRow,
     },
 };
-
-/// Largest page.
-pub const MAX_PAGE: i64 = 100;
 
 /// The unique index that keeps a NodePort to one live control plane.
 const NODE_PORT_KEY: &str = "control_planes_node_port_key";
@@ -493,23 +490,6 @@ pub struct ListFilter {
 /// The cursor that continues a list after `cp` (what `nextCursor` is for a page's last item).
 pub fn cursor_after(cp: &ControlPlane) -> String {
     encode_cursor(cp.created_at, cp.id)
-}
-
-/// A position in the `(createdAt, id)` order: the microseconds since the epoch (16 hex digits) and the id
-/// (32): every string of [`crate::domain::schema::CURSOR`]'s form is a position, so none is refused.
-pub(crate) fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
-    format!("{:016x}{}", ts.timestamp_micros().max(0), id.simple())
-}
-
-pub(crate) fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
-    let bad = || FieldError::new("cursor", "is not a cursor returned by this API");
-    if !crate::domain::schema::is_cursor(cursor) {
-        return Err(bad());
-    }
-    let (micros, id) = cursor.split_at(16);
-    let micros = i64::from_str_radix(micros, 16).map_err(|_| bad())?;
-    let ts = DateTime::from_timestamp_micros(micros).ok_or_else(bad)?;
-    Ok((ts, Uuid::parse_str(id).map_err(|_| bad())?))
 }
 
 /// A page of control planes, stable order `(createdAt, id)`.

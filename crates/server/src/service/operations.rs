@@ -7,9 +7,9 @@ use uuid::Uuid;
 
 use super::{
     Ctx, FieldError, Result, ServiceError,
-    control_planes::{MAX_PAGE, decode_cursor, encode_cursor},
     events::Hub,
     model::{Operation, OperationPage, StageReached},
+    page::{MAX_PAGE, decode_cursor, encode_cursor},
     tenant_for,
 };
 use crate::{
