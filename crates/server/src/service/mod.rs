@@ -16,6 +16,7 @@ pub mod operations;
 pub mod page;
 pub mod placement;
 pub mod quotas;
+pub mod stored;
 pub mod tenants;
 pub mod tokens;
 pub mod whole;
