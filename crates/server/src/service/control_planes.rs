@@ -14,7 +14,8 @@ use super::{
     },
     page::{MAX_PAGE, decode_cursor, encode_cursor},
     stored::{
-        control_plane_key, control_plane_model, control_plane_model_with, placement_model, with_placements_in,
+        control_plane_key, control_plane_model, control_plane_model_with, operation_model, placement_model,
+        with_placements_in,
     },
     tenant_for,
 };
@@ -176,7 +177,7 @@ pub async fn create(
     // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
     let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: operation_model(op),
         control_plane: redact(who, control_plane_model_with(row, Some(placement_of(&decision)))),
     })
 }
@@ -322,7 +323,7 @@ pub async fn latest_operations(
     Ok(store::operations::latest(&ctx.db, tenant, ids)
         .await?
         .into_iter()
-        .map(|row| (row.control_plane_id, super::operations::model(row)))
+        .map(|row| (row.control_plane_id, operation_model(row)))
         .collect())
 }
 
@@ -338,7 +339,7 @@ pub async fn recent_operations(
     for row in store::operations::recent(&ctx.db, tenant, ids, RECENT).await? {
         out.entry(row.control_plane_id)
             .or_default()
-            .push(super::operations::model(row));
+            .push(operation_model(row));
     }
     Ok(out)
 }
@@ -568,7 +569,7 @@ pub async fn update(
     )
     .await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: operation_model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])
@@ -666,7 +667,7 @@ pub async fn delete(
     let id = current.id;
     if let Some(open) = store::operations::open_delete(tx, tenant.id, id).await? {
         return Ok(Accepted {
-            operation: super::operations::model(open),
+            operation: operation_model(open),
             control_plane: control_plane_model(current),
         });
     }
@@ -695,7 +696,7 @@ pub async fn delete(
     )
     .await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: operation_model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])

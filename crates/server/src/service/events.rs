@@ -236,7 +236,7 @@ async fn relay_operations(mut listener: PgListener, db: sqlx::PgPool, hub: Hub) 
         if !channels.wanted(tenant) {
             continue;
         }
-        match super::operations::load(&db, tenant, id).await {
+        match super::stored::load_operation(&db, tenant, id).await {
             Ok(operation) => channels.send(
                 tenant,
                 OperationEvent {

@@ -92,7 +92,7 @@ async fn accepted(
 ) -> Result<Accepted> {
     let models = super::stored::with_placements_in(&mut *tx, row.tenant_id, vec![row]).await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: super::stored::operation_model(op),
         control_plane: models
             .into_iter()
             .next()

@@ -1,19 +1,23 @@
-//! Control planes as stored, in the API's shape: the row conversions and the loads by id or name that check
-//! no authorization (their callers do, or hand the result only to subscribers authorized for the tenant).
-//! Of its siblings it uses only `model`, so `control_planes`, `migrations` and the event hub in `events`
-//! all load through it without using each other.
+//! Control planes and operations as stored, in the API's shapes: the row conversions and the loads by id
+//! (or a control plane's name) that check no authorization (their callers do, or hand the result only to
+//! subscribers authorized for the tenant). Of its siblings it uses only `model`: `control_planes`,
+//! `operations`, `migrations` and the event hub in `events` all load through it, and the hub uses none of
+//! the use-cases that subscribe to it.
 
 use uuid::Uuid;
 
 use super::{
-    Result,
-    model::{ControlPlane, ControlPlaneAddons, DataStorePreference, NodeJoin, Placement},
+    Result, ServiceError,
+    model::{
+        ControlPlane, ControlPlaneAddons, DataStorePreference, NodeJoin, Operation, Placement, StageReached,
+    },
 };
 use crate::{
-    domain::check_dns1035,
+    domain::{OperationKind, OperationState, check_dns1035},
     store::{
         self,
         control_planes::{ControlPlaneKey, ControlPlaneRow},
+        operations::OperationRow,
         placements::PlacementRow,
     },
 };
@@ -126,4 +130,43 @@ pub(crate) async fn load_gone_control_plane(
         .await?
         .into_iter()
         .next())
+}
+
+/// Converts an operation row (an unknown kind, state or stage, which the database's checks rule out, reads
+/// as `failed`, `update` and is skipped).
+pub fn operation_model(row: OperationRow) -> Operation {
+    let state = row.state.parse().unwrap_or(OperationState::Failed);
+    let stages: Vec<StageReached> = row
+        .stages
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|s| serde_json::from_value(s.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    Operation {
+        id: row.id,
+        control_plane_id: row.control_plane_id,
+        kind: row.kind.parse().unwrap_or(OperationKind::Update),
+        state,
+        done: state.is_done(),
+        generation: row.generation,
+        stage: stages.last().map(|s: &StageReached| s.stage),
+        stages,
+        reason: row.reason,
+        error: row.error,
+        deadline_at: row.deadline_at,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    }
+}
+
+/// Loads one operation of a tenant (`NotFound` when it has none with that id).
+pub async fn load_operation(db: &sqlx::PgPool, tenant: Uuid, id: Uuid) -> Result<Operation> {
+    store::operations::get(db, tenant, id)
+        .await?
+        .map(operation_model)
+        .ok_or(ServiceError::NotFound("operation"))
 }
