@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    Ctx, PageArgs, Result, ServiceError,
-    control_planes::decode_cursor,
+    Ctx, Result, ServiceError,
     model::{AuditPage, AuditRecord},
+    page::{PageArgs, decode_cursor},
     tenant_for,
 };
 use crate::{

@@ -3,15 +3,19 @@
 pub mod access;
 pub mod kubeconfig_names;
 
-use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
     Ctx, OnConflict, Result, ServiceError,
     model::{
-        Accepted, AuditEntry, ControlPlane, ControlPlaneAddons, ControlPlanePage, CreateControlPlane,
-        DataStorePreference, NodeJoin, Operation, Placement, PlacementOverride, UpdateControlPlane,
+        Accepted, AuditEntry, ControlPlane, ControlPlanePage, CreateControlPlane, Operation, Placement,
+        PlacementOverride, UpdateControlPlane,
+    },
+    page::{MAX_PAGE, decode_cursor, encode_cursor},
+    stored::{
+        control_plane_key, control_plane_model, control_plane_model_with, operation_model, placement_model,
+        with_placements_in,
     },
     tenant_for,
 };
@@ -23,31 +27,12 @@ use crate::{
     },
     store::{
         self,
-        control_planes::{ControlPlaneKey, ControlPlaneRow, ListQuery, NewControlPlane},
-        placements::PlacementRow,
+        control_planes::{ControlPlaneRow, ListQuery, NewControlPlane},
     },
 };
 
-/// Largest page.
-pub const MAX_PAGE: i64 = 100;
-
 /// The unique index that keeps a NodePort to one live control plane.
 const NODE_PORT_KEY: &str = "control_planes_node_port_key";
-
-/// Converts a row and its placement to the API shape.
-pub fn to_model_with(row: ControlPlaneRow, placement: Option<Placement>) -> ControlPlane {
-    let mut cp = to_model(row);
-    cp.placement = placement;
-    cp
-}
-
-fn placement_model(row: PlacementRow) -> Placement {
-    Placement {
-        data_store: row.datastore,
-        overrides: serde_json::from_value(row.overrides).unwrap_or_default(),
-        decision: row.decision,
-    }
-}
 
 /// What `who` may see of a placement: platform admins see every candidate the engine scored; anyone else
 /// only the candidates that were chosen (the primary and the override DataStores), never the other
@@ -81,59 +66,6 @@ pub fn redact(who: &Principal, mut cp: ControlPlane) -> ControlPlane {
 /// Loads the placements of `rows` (one query) and converts them.
 async fn with_placements(ctx: &Ctx, tenant: Uuid, rows: Vec<ControlPlaneRow>) -> Result<Vec<ControlPlane>> {
     with_placements_in(&ctx.db, tenant, rows).await
-}
-
-/// The same on a given connection (inside a write's transaction).
-pub(crate) async fn with_placements_in(
-    db: impl sqlx::PgExecutor<'_>,
-    tenant: Uuid,
-    rows: Vec<ControlPlaneRow>,
-) -> Result<Vec<ControlPlane>> {
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let mut placements: std::collections::HashMap<Uuid, PlacementRow> =
-        store::placements::for_control_planes(db, tenant, &ids)
-            .await?
-            .into_iter()
-            .map(|p| (p.control_plane_id, p))
-            .collect();
-    Ok(rows
-        .into_iter()
-        .map(|row| {
-            let placement = placements.remove(&row.id).map(placement_model);
-            to_model_with(row, placement)
-        })
-        .collect())
-}
-
-/// Converts a row to the API shape (without placement).
-pub fn to_model(row: ControlPlaneRow) -> ControlPlane {
-    ControlPlane {
-        id: row.id,
-        name: row.name,
-        kubernetes_version: row.kubernetes_version,
-        replicas: row.replicas,
-        service_type: row
-            .service_type
-            .parse()
-            .unwrap_or(crate::domain::ServiceType::ClusterIp),
-        port: row.port,
-        size_class: row.size_class.parse().unwrap_or(crate::domain::SizeClass::Small),
-        datastore: DataStorePreference {
-            pool: row.datastore_pool,
-            labels: serde_json::from_value(row.datastore_labels).unwrap_or_default(),
-            name: row.datastore_name,
-        },
-        offload: row.offload,
-        addons: ControlPlaneAddons::observed(&row.addons, &row.status),
-        node_join: NodeJoin::observed(&row.status),
-        labels: serde_json::from_value(row.labels).unwrap_or_default(),
-        phase: row.phase,
-        status: row.status,
-        placement: None,
-        generation: row.generation,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-    }
 }
 
 fn validate_create(ctx: &Ctx, who: &Principal, input: &CreateControlPlane) -> Result<()> {
@@ -245,8 +177,8 @@ pub async fn create(
     // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
     let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
-        control_plane: redact(who, to_model_with(row, Some(placement_of(&decision)))),
+        operation: operation_model(op),
+        control_plane: redact(who, control_plane_model_with(row, Some(placement_of(&decision)))),
     })
 }
 
@@ -327,18 +259,9 @@ pub fn allowed_upgrades(ctx: &Ctx, cp: &ControlPlane) -> Vec<String> {
     lines
 }
 
-/// How the path segment `id` names a control plane: by id when it parses as one, by name when it is a
-/// valid name (a name may look like a UUID: the store prefers the id); neither means it names none.
-pub(crate) fn key(id: &str) -> ControlPlaneKey<'_> {
-    ControlPlaneKey {
-        id: Uuid::parse_str(id).ok(),
-        name: check_dns1035("id", id).is_ok().then_some(id),
-    }
-}
-
 /// The live control plane `id` (its id or its name) of `tenant`, locked for update.
 async fn for_update(tx: &mut PgConnection, tenant: Uuid, id: &str) -> Result<ControlPlaneRow> {
-    let key = key(id);
+    let key = control_plane_key(id);
     if key.id.is_none() && key.name.is_none() {
         return Err(ServiceError::NotFound("control plane"));
     }
@@ -359,7 +282,7 @@ pub async fn get_with_tenant(
     slug: &str,
     id: &str,
 ) -> Result<(Uuid, ControlPlane)> {
-    let key = key(id);
+    let key = control_plane_key(id);
     if key.id.is_none() && key.name.is_none() {
         // Authorization answers first, as for every request.
         tenant_for(ctx, who, slug, Role::TenantViewer).await?;
@@ -373,36 +296,8 @@ pub async fn get_with_tenant(
     let (row, placement) = found.ok_or(ServiceError::NotFound("control plane"))?;
     Ok((
         tenant.id,
-        redact(who, to_model_with(row, placement.map(placement_model))),
+        redact(who, control_plane_model_with(row, placement.map(placement_model))),
     ))
-}
-
-/// A live control plane with its placement, without an authorization check: for the event hub, which
-/// only hands it to subscribers authorized for `tenant`.
-pub(crate) async fn load_unchecked(
-    db: &sqlx::PgPool,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<Option<ControlPlane>> {
-    let Some(row) = store::control_planes::get(db, tenant, id).await? else {
-        return Ok(None);
-    };
-    Ok(with_placements_in(db, tenant, vec![row])
-        .await?
-        .into_iter()
-        .next())
-}
-
-/// A control plane recorded gone (`deleted_at` set), with what it last held; `None` when there is no
-/// such row. For the last event about it only: nothing else reads deleted control planes.
-pub(crate) async fn load_gone(db: &sqlx::PgPool, tenant: Uuid, id: Uuid) -> Result<Option<ControlPlane>> {
-    let Some(row) = store::control_planes::get_gone(db, tenant, id).await? else {
-        return Ok(None);
-    };
-    Ok(with_placements_in(db, tenant, vec![row])
-        .await?
-        .into_iter()
-        .next())
 }
 
 /// How many operations and audit entries a batch load returns per control plane.
@@ -428,7 +323,7 @@ pub async fn latest_operations(
     Ok(store::operations::latest(&ctx.db, tenant, ids)
         .await?
         .into_iter()
-        .map(|row| (row.control_plane_id, super::operations::model(row)))
+        .map(|row| (row.control_plane_id, operation_model(row)))
         .collect())
 }
 
@@ -444,7 +339,7 @@ pub async fn recent_operations(
     for row in store::operations::recent(&ctx.db, tenant, ids, RECENT).await? {
         out.entry(row.control_plane_id)
             .or_default()
-            .push(super::operations::model(row));
+            .push(operation_model(row));
     }
     Ok(out)
 }
@@ -493,23 +388,6 @@ pub struct ListFilter {
 /// The cursor that continues a list after `cp` (what `nextCursor` is for a page's last item).
 pub fn cursor_after(cp: &ControlPlane) -> String {
     encode_cursor(cp.created_at, cp.id)
-}
-
-/// A position in the `(createdAt, id)` order: the microseconds since the epoch (16 hex digits) and the id
-/// (32): every string of [`crate::domain::schema::CURSOR`]'s form is a position, so none is refused.
-pub(crate) fn encode_cursor(ts: DateTime<Utc>, id: Uuid) -> String {
-    format!("{:016x}{}", ts.timestamp_micros().max(0), id.simple())
-}
-
-pub(crate) fn decode_cursor(cursor: &str) -> std::result::Result<(DateTime<Utc>, Uuid), FieldError> {
-    let bad = || FieldError::new("cursor", "is not a cursor returned by this API");
-    if !crate::domain::schema::is_cursor(cursor) {
-        return Err(bad());
-    }
-    let (micros, id) = cursor.split_at(16);
-    let micros = i64::from_str_radix(micros, 16).map_err(|_| bad())?;
-    let ts = DateTime::from_timestamp_micros(micros).ok_or_else(bad)?;
-    Ok((ts, Uuid::parse_str(id).map_err(|_| bad())?))
 }
 
 /// A page of control planes, stable order `(createdAt, id)`.
@@ -691,7 +569,7 @@ pub async fn update(
     )
     .await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: operation_model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])
@@ -789,8 +667,8 @@ pub async fn delete(
     let id = current.id;
     if let Some(open) = store::operations::open_delete(tx, tenant.id, id).await? {
         return Ok(Accepted {
-            operation: super::operations::model(open),
-            control_plane: to_model(current),
+            operation: operation_model(open),
+            control_plane: control_plane_model(current),
         });
     }
     let row = store::control_planes::set_phase(tx, tenant.id, id, "Deleting").await?;
@@ -818,7 +696,7 @@ pub async fn delete(
     )
     .await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: operation_model(op),
         control_plane: redact(
             who,
             with_placements_in(&mut *tx, tenant.id, vec![row])

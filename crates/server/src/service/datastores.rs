@@ -1,11 +1,12 @@
 //! Pools and DataStores (platform admins).
 
 use super::{
-    Ctx, MAX_USERS_NAMED, OnConflict, PageArgs, Result, ServiceError,
+    Ctx, MAX_USERS_NAMED, OnConflict, Result, ServiceError,
     model::{
         CreateDataStore, CreatePool, DataStore, DataStorePage, DataStoreSecrets, Pool, PoolPage,
         UpdateDataStore, UpdatePool,
     },
+    page::PageArgs,
     platform_admin,
 };
 use crate::{

@@ -236,7 +236,7 @@ async fn relay_operations(mut listener: PgListener, db: sqlx::PgPool, hub: Hub) 
         if !channels.wanted(tenant) {
             continue;
         }
-        match super::operations::load(&db, tenant, id).await {
+        match super::stored::load_operation(&db, tenant, id).await {
             Ok(operation) => channels.send(
                 tenant,
                 OperationEvent {
@@ -271,8 +271,8 @@ async fn relay(mut listener: PgListener, db: sqlx::PgPool, hub: Hub) {
             continue;
         }
         let loaded = match kind {
-            EventKind::Changed => super::control_planes::load_unchecked(&db, tenant, id).await,
-            EventKind::Deleted => super::control_planes::load_gone(&db, tenant, id).await,
+            EventKind::Changed => super::stored::load_control_plane(&db, tenant, id).await,
+            EventKind::Deleted => super::stored::load_gone_control_plane(&db, tenant, id).await,
         };
         match loaded {
             Ok(Some(control_plane)) => channels.send(

@@ -68,7 +68,7 @@ pub async fn start(
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantViewer).await?;
     platform_admin(who)?;
     check(&input)?;
-    let key = super::control_planes::key(id);
+    let key = super::stored::control_plane_key(id);
     let cp = store::control_planes::get_for_update(tx, tenant.id, key)
         .await?
         .ok_or(ServiceError::NotFound("control plane"))?;
@@ -90,9 +90,9 @@ async fn accepted(
     op: store::operations::OperationRow,
     row: store::control_planes::ControlPlaneRow,
 ) -> Result<Accepted> {
-    let models = super::control_planes::with_placements_in(&mut *tx, row.tenant_id, vec![row]).await?;
+    let models = super::stored::with_placements_in(&mut *tx, row.tenant_id, vec![row]).await?;
     Ok(Accepted {
-        operation: super::operations::model(op),
+        operation: super::stored::operation_model(op),
         control_plane: models
             .into_iter()
             .next()
@@ -203,7 +203,7 @@ pub async fn abort(
 ) -> Result<Accepted> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantViewer).await?;
     platform_admin(who)?;
-    let key = super::control_planes::key(id);
+    let key = super::stored::control_plane_key(id);
     let cp = store::control_planes::get_for_update(tx, tenant.id, key)
         .await?
         .ok_or(ServiceError::NotFound("control plane"))?;

@@ -13,8 +13,10 @@ pub mod join_tokens;
 pub mod migrations;
 pub mod model;
 pub mod operations;
+pub mod page;
 pub mod placement;
 pub mod quotas;
+pub mod stored;
 pub mod tenants;
 pub mod tokens;
 pub mod whole;
@@ -257,60 +259,4 @@ pub fn platform_admin(who: &Principal) -> Result<()> {
 /// Parses a UUID path segment; anything else is simply not found.
 pub fn parse_id(value: &str, what: &'static str) -> Result<Uuid> {
     Uuid::parse_str(value).map_err(|_| ServiceError::NotFound(what))
-}
-
-/// The page size and position of a keyset list request, checked: `limit` 1–100 (default 20), `cursor`
-/// one this API returned (`(createdAt, id)` of the previous page's last item).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PageArgs {
-    /// Page size.
-    pub limit: i64,
-    /// Continue after this position.
-    pub after: Option<(chrono::DateTime<chrono::Utc>, Uuid)>,
-}
-
-impl PageArgs {
-    /// Checks `limit` and `cursor`; 422 naming each bad one.
-    pub fn parse(limit: Option<i64>, cursor: Option<&str>) -> Result<Self> {
-        let mut errors = Vec::new();
-        let args = Self::check(limit, cursor, &mut errors);
-        if errors.is_empty() {
-            Ok(args)
-        } else {
-            Err(ServiceError::Invalid(errors))
-        }
-    }
-
-    /// The same, collecting the errors into `errors` (for lists that check more parameters).
-    pub fn check(limit: Option<i64>, cursor: Option<&str>, errors: &mut Vec<FieldError>) -> Self {
-        let limit = limit.unwrap_or(20);
-        if !(1..=control_planes::MAX_PAGE).contains(&limit) {
-            errors.push(FieldError::new("limit", "must be between 1 and 100"));
-        }
-        let after = cursor
-            .map(control_planes::decode_cursor)
-            .transpose()
-            .unwrap_or_else(|e| {
-                errors.push(e);
-                None
-            });
-        Self { limit, after }
-    }
-
-    /// Cuts `rows` (fetched with `limit + 1`) to the page and the cursor of its last item, if more follow.
-    pub fn split<T>(
-        &self,
-        mut rows: Vec<T>,
-        key: impl Fn(&T) -> (chrono::DateTime<chrono::Utc>, Uuid),
-    ) -> (Vec<T>, Option<String>) {
-        if rows.len() as i64 <= self.limit {
-            return (rows, None);
-        }
-        rows.truncate(self.limit as usize);
-        let next = rows.last().map(|r| {
-            let (ts, id) = key(r);
-            control_planes::encode_cursor(ts, id)
-        });
-        (rows, next)
-    }
 }

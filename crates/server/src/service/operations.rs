@@ -7,9 +7,10 @@ use uuid::Uuid;
 
 use super::{
     Ctx, FieldError, Result, ServiceError,
-    control_planes::{MAX_PAGE, decode_cursor, encode_cursor},
     events::Hub,
-    model::{Operation, OperationPage, StageReached},
+    model::{Operation, OperationPage},
+    page::{MAX_PAGE, decode_cursor, encode_cursor},
+    stored::{load_operation, operation_model},
     tenant_for,
 };
 use crate::{
@@ -20,37 +21,6 @@ use crate::{
 
 /// The longest long poll (`waitSeconds`).
 pub const MAX_WAIT_SECONDS: u64 = 60;
-
-/// Converts an operation row (an unknown kind, state or stage, which the database's checks rule out, reads
-/// as `failed`, `update` and is skipped).
-pub fn model(row: OperationRow) -> Operation {
-    let state = row.state.parse().unwrap_or(OperationState::Failed);
-    let stages: Vec<StageReached> = row
-        .stages
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|s| serde_json::from_value(s.clone()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    Operation {
-        id: row.id,
-        control_plane_id: row.control_plane_id,
-        kind: row.kind.parse().unwrap_or(OperationKind::Update),
-        state,
-        done: state.is_done(),
-        generation: row.generation,
-        stage: stages.last().map(|s: &StageReached| s.stage),
-        stages,
-        reason: row.reason,
-        error: row.error,
-        deadline_at: row.deadline_at,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-    }
-}
 
 /// One operation of tenant `slug` (tenant viewer). With `wait`, answers once the operation changes (a
 /// stage, its state) or is done, or when `wait` has passed, whichever comes first; a done operation
@@ -74,18 +44,18 @@ pub async fn get(
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     let id = super::parse_id(id, "operation")?;
     let Some(seconds) = wait.filter(|s| *s > 0) else {
-        return load(&ctx.db, tenant.id, id).await;
+        return load_operation(&ctx.db, tenant.id, id).await;
     };
     // Listen first, then read: a change committed in between is heard.
     let mut changes = hub.operations(&ctx.db, tenant.id).await?;
-    let first = load(&ctx.db, tenant.id, id).await?;
+    let first = load_operation(&ctx.db, tenant.id, id).await?;
     if first.done {
         return Ok(first);
     }
     let until = tokio::time::Instant::now() + Duration::from_secs(seconds);
     loop {
         match tokio::time::timeout_at(until, changes.recv()).await {
-            Err(_) => return load(&ctx.db, tenant.id, id).await,
+            Err(_) => return load_operation(&ctx.db, tenant.id, id).await,
             Ok(Ok(event)) if event.tenant_id == tenant.id && event.operation.id == id => {
                 if event.operation != first {
                     return Ok(event.operation.clone());
@@ -93,12 +63,12 @@ pub async fn get(
             }
             Ok(Ok(_)) => {}
             Ok(Err(RecvError::Lagged(_))) => {
-                let now = load(&ctx.db, tenant.id, id).await?;
+                let now = load_operation(&ctx.db, tenant.id, id).await?;
                 if now != first {
                     return Ok(now);
                 }
             }
-            Ok(Err(RecvError::Closed)) => return load(&ctx.db, tenant.id, id).await,
+            Ok(Err(RecvError::Closed)) => return load_operation(&ctx.db, tenant.id, id).await,
         }
     }
 }
@@ -116,14 +86,6 @@ pub async fn subscribe(
 )> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantViewer).await?;
     Ok((tenant.id, hub.operations(&ctx.db, tenant.id).await?))
-}
-
-/// Loads one operation of a tenant.
-pub async fn load(db: &sqlx::PgPool, tenant: Uuid, id: Uuid) -> Result<Operation> {
-    store::operations::get(db, tenant, id)
-        .await?
-        .map(model)
-        .ok_or(ServiceError::NotFound("operation"))
 }
 
 /// Filters of an operation list.
@@ -188,7 +150,7 @@ pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) ->
         None
     };
     Ok(OperationPage {
-        items: rows.into_iter().map(model).collect(),
+        items: rows.into_iter().map(operation_model).collect(),
         next_cursor,
     })
 }

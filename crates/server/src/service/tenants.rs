@@ -1,8 +1,9 @@
 //! Tenants: created and listed by platform admins, read by their members.
 
 use super::{
-    Ctx, OnConflict, PageArgs, Result, ServiceError,
+    Ctx, OnConflict, Result, ServiceError,
     model::{CreateTenant, Tenant, TenantDeletion, TenantPage, Viewer},
+    page::PageArgs,
     platform_admin, tenant_for,
 };
 use crate::{

@@ -173,7 +173,7 @@ pub struct ListFilter {
 /// A page of a tenant's tokens, newest first (tenant admin).
 pub async fn list(ctx: &Ctx, who: &Principal, slug: &str, filter: ListFilter) -> Result<TokenPage> {
     let tenant = tenant_for(ctx, who, slug, Role::TenantAdmin).await?;
-    let page = super::PageArgs::parse(filter.limit, filter.cursor.as_deref())?;
+    let page = super::page::PageArgs::parse(filter.limit, filter.cursor.as_deref())?;
     let query = store::tokens::ListQuery {
         revoked: filter.revoked,
         role: filter.role.map(|r| r.as_str().to_string()),

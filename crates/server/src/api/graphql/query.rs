@@ -11,10 +11,7 @@ use super::{
         OperationState, PageInfo, Placement, Pool, Tenant, Viewer,
     },
 };
-use crate::service::{
-    self, ServiceError,
-    control_planes::{ListFilter, encode_cursor},
-};
+use crate::service::{self, ServiceError, control_planes::ListFilter, page::encode_cursor};
 
 /// Queries.
 #[derive(Debug, Default)]

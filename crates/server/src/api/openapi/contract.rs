@@ -15,7 +15,7 @@ use crate::{
             display_name_pattern,
         },
     },
-    service::{Limits, control_planes::MAX_PAGE, datastores, join_tokens, tokens},
+    service::{Limits, datastores, join_tokens, page::MAX_PAGE, tokens},
 };
 
 /// The configuration the document describes.
