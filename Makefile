@@ -77,7 +77,7 @@ generate:
 	node "$$(scripts/test-env ts-client)/node_modules/openapi-typescript/bin/cli.js" schema/openapi.json \
 		-o clients/typescript/src/schema.d.ts
 
-## portal: rebuild the portal's committed assets (crates/server/assets/portal) from web/portal with the
+## portal: rebuild the portal's committed assets (crates/api/assets/portal) from web/portal with the
 ## locked npm packages (`npm ci`, then its type-check and Vite build); commit the result
 portal:
 	cd web/portal && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && npm run build

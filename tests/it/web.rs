@@ -44,7 +44,7 @@ fn the_embedded_files_are_the_pinned_packages_byte_for_byte() {
         let package = std::fs::read(modules.join(source)).unwrap();
         assert!(
             package == asset.bytes,
-            "crates/server/assets/vendor/{} differs from {source} of the pinned packages: run scripts/vendor-web",
+            "crates/api/assets/vendor/{} differs from {source} of the pinned packages: run scripts/vendor-web",
             asset.name
         );
     }

@@ -8,7 +8,7 @@ export default defineConfig({
   base: '/portal/',
   esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },
   build: {
-    outDir: '../../crates/server/assets/portal',
+    outDir: '../../crates/api/assets/portal',
     emptyOutDir: true,
     target: 'es2022',
     modulePreload: { polyfill: false },

@@ -1,5 +1,6 @@
 //! Development and test tooling: local etcd, kube-apiserver, kine, MariaDB, NATS, the pod-less runner and `make run`.
 
+use tenantplane_api as api;
 use tenantplane_controller as controller;
 use tenantplane_core::domain;
 use tenantplane_core::secret;
@@ -7,11 +8,9 @@ use tenantplane_core::translate;
 use tenantplane_crd as k8s;
 use tenantplane_datastore as datastore;
 use tenantplane_pki as pki;
-use tenantplane_server::api;
-use tenantplane_server::auth;
-use tenantplane_server::service;
-use tenantplane_server::store;
-use tenantplane_server::worker;
+use tenantplane_service::{self as service, auth};
+use tenantplane_store as store;
+use tenantplane_worker as worker;
 
 pub mod dev;
 pub mod localenv;

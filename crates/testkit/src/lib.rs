@@ -5,9 +5,11 @@
 //! The server and controller crates use it as a dev-dependency in their unit tests too: the fixture's
 //! type is `tenantplane-crd`'s, which both sides link once.
 
+use tenantplane_api as api;
 use tenantplane_core::{domain, translate};
 use tenantplane_crd as k8s;
-use tenantplane_server::{api, auth, service, store};
+use tenantplane_service::{self as service, auth};
+use tenantplane_store as store;
 
 pub mod app;
 mod fixtures;

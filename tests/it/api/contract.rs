@@ -17,7 +17,7 @@ use crate::support;
 /// Fuzzing cases per operation and phase in `make test` (CI): a tenth of the full depth's time (200 s alone
 /// against about 40 min). Neither depth redraws, with today's seed and operations, the form-feed body that
 /// schemathesis once drew by chance at 1,000; the property test `an_optional_body_is_absent_exactly_when…`
-/// of `crates/server/src/api/extract.rs` finds that bug class at once, with a seed of its own.
+/// of `crates/api/src/extract.rs` finds that bug class at once, with a seed of its own.
 const CI_EXAMPLES: u32 = 100;
 
 /// The full depth, `make test-deep` (the issue that brought schemathesis asked for 1,000 per operation).

@@ -1,5 +1,5 @@
 //! The self-service portal (issue 22): served from the binary at `/portal/` with its cache headers and
-//! Content-Security-Policy; the committed build in `crates/server/assets/portal` is byte for byte what
+//! Content-Security-Policy; the committed build in `crates/api/assets/portal` is byte for byte what
 //! `web/portal` builds to with the locked npm packages; and `browser` drives it in Chromium on the e2e
 //! stack.
 
@@ -38,7 +38,7 @@ fn node_modules() -> PathBuf {
 
 /// A copy of the repository's `web/portal` (the files git tracks or would track: no `node_modules`, no
 /// ignored local files) and `schema/schema.graphql` under `dir`, with the installed packages linked in;
-/// returns the copy of `web/portal`. Its build writes `dir/crates/server/assets/portal`.
+/// returns the copy of `web/portal`. Its build writes `dir/crates/api/assets/portal`.
 fn workspace(dir: &Path) -> PathBuf {
     let modules = node_modules();
     let listed = Command::new("git")
@@ -152,7 +152,7 @@ fn the_committed_portal_build_is_what_web_portal_builds_to() {
         out.status.success(),
         "`npm run build` of web/portal failed:\n{text}"
     );
-    let rebuild = "run `make portal` and commit web/portal and crates/server/assets/portal";
+    let rebuild = "run `make portal` and commit web/portal and crates/api/assets/portal";
     let generated = "src/graphql/generated.ts";
     assert!(
         std::fs::read(work.join(generated)).unwrap()
@@ -160,19 +160,19 @@ fn the_committed_portal_build_is_what_web_portal_builds_to() {
         "web/portal/{generated} is not what its codegen makes of schema/schema.graphql: {rebuild}"
     );
     let (built, committed) = (
-        dir.join("crates/server/assets/portal"),
-        repo().join("crates/server/assets/portal"),
+        dir.join("crates/api/assets/portal"),
+        repo().join("crates/api/assets/portal"),
     );
     assert_eq!(
         tree(&built),
         tree(&committed),
-        "crates/server/assets/portal is not what web/portal builds to ({}): {rebuild}",
+        "crates/api/assets/portal is not what web/portal builds to ({}): {rebuild}",
         built.display()
     );
     for file in tree(&built) {
         assert!(
             std::fs::read(built.join(&file)).unwrap() == std::fs::read(committed.join(&file)).unwrap(),
-            "crates/server/assets/portal/{file} differs from the fresh build ({}): {rebuild}",
+            "crates/api/assets/portal/{file} differs from the fresh build ({}): {rebuild}",
             built.display()
         );
     }

@@ -2,7 +2,7 @@
 //! before it is accepted: what kube-apiserver would refuse at reload, plus identities it must never map.
 //!
 //! CEL is parsed here (syntax, and which variables it reads); the server then runs kube-apiserver's own
-//! compiler, which type-checks too (`tenantplane_server::service::authenticator_check`).
+//! compiler, which type-checks too (`tenantplane_service::authenticator_check`).
 
 use crate::{
     domain::FieldError,

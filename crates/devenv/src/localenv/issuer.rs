@@ -3,9 +3,9 @@
 
 use std::{net::IpAddr, sync::Arc};
 
+use tenantplane_api::tls::{TlsListener, server_config};
 use tenantplane_core::translate::ClusterIssuer;
 use tenantplane_pki::Ca;
-use tenantplane_server::api::tls::{TlsListener, server_config};
 
 /// A bound HTTPS listener and the issuer it serves (`https://127.0.0.1:<port>/credentials`).
 #[derive(Debug)]
