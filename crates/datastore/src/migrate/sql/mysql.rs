@@ -1,7 +1,7 @@
 //! The MySQL/MariaDB statements of the kine mover.
 
 use std::{
-    collections::BTreeSet,
+    collections::BTreeMap,
     time::{Duration, Instant},
 };
 
@@ -350,41 +350,114 @@ async fn wait_for_sleepers(
 ) -> Result<(), sqlx::Error> {
     let deadline = Instant::now() + wait;
     loop {
-        let sessions: Vec<(i64, Option<String>, Option<String>)> = sqlx::query_as(
-            "select cast(id as signed), cast(command as char character set utf8mb4), \
-             cast(state as char character set utf8mb4) from information_schema.processlist \
-             where id <> connection_id() and (db = ? or user = ?)",
-        )
-        .bind(schema)
-        .bind(user)
-        .fetch_all(&mut *conn)
-        .await?;
-        let open: BTreeSet<i64> = sqlx::query_scalar(
-            "select cast(trx_mysql_thread_id as signed) from information_schema.innodb_trx",
-        )
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
-        let writing = sessions
-            .iter()
-            .filter(|(id, command, state)| {
-                let sleeping = state.as_deref() == Some(SLEEPING);
-                let idle = command.as_deref() == Some("Sleep") && !open.contains(id);
-                !sleeping && !idle
-            })
-            .count();
-        if writing == 0 {
+        let sessions = tenant_sessions(conn, schema, user).await?;
+        let trxs = open_trxs(conn).await?;
+        let writing: Vec<&Session> = sessions.iter().filter(|s| s.writing(&trxs)).collect();
+        if writing.is_empty() {
             return Ok(());
         }
         if Instant::now() > deadline {
+            let seen: Vec<String> = writing.iter().map(|s| s.describe(&trxs)).collect();
             return Err(sqlx::Error::Protocol(format!(
-                "{writing} sessions of the tenant were still writing after {}s",
-                wait.as_secs()
+                "{} sessions of the tenant were still writing after {}s: {}",
+                writing.len(),
+                wait.as_secs(),
+                seen.join("; ")
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A session of the tenant in `information_schema.processlist`.
+#[derive(sqlx::FromRow)]
+struct Session {
+    id: i64,
+    command: Option<String>,
+    state: Option<String>,
+    /// The start of its statement (kine's SQL: placeholders first, no values in this much).
+    info: Option<String>,
+}
+
+/// An open InnoDB transaction: its state, and the session holding the lock it waits for.
+struct Trx {
+    state: String,
+    blocker: Option<i64>,
+}
+
+/// How much of a session's statement an error shows.
+const INFO_CHARS: i64 = 80;
+
+impl Session {
+    /// Neither asleep in the freeze nor idle without an open transaction.
+    fn writing(&self, trxs: &BTreeMap<i64, Trx>) -> bool {
+        let sleeping = self.state.as_deref() == Some(SLEEPING);
+        let idle = self.command.as_deref() == Some("Sleep") && !trxs.contains_key(&self.id);
+        !sleeping && !idle
+    }
+
+    /// Its id, command, state, statement and transaction, for an error.
+    fn describe(&self, trxs: &BTreeMap<i64, Trx>) -> String {
+        let trx = match trxs.get(&self.id) {
+            None => "no transaction".to_string(),
+            Some(Trx { state, blocker: None }) => format!("transaction {state}"),
+            Some(Trx {
+                state,
+                blocker: Some(b),
+            }) => format!("transaction {state} for session {b}"),
+        };
+        let info = self.info.as_deref().unwrap_or_default().split_whitespace();
+        format!(
+            "session {} ({}, state {:?}, {trx}): {:?}",
+            self.id,
+            self.command.as_deref().unwrap_or("?"),
+            self.state.as_deref().unwrap_or_default(),
+            info.collect::<Vec<_>>().join(" "),
+        )
+    }
+}
+
+/// The tenant's sessions other than this one (its user, or its database as the default).
+async fn tenant_sessions(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+) -> Result<Vec<Session>, sqlx::Error> {
+    sqlx::query_as(
+        "select cast(id as signed) as id, cast(command as char character set utf8mb4) as command, \
+         cast(state as char character set utf8mb4) as state, \
+         cast(left(info, ?) as char character set utf8mb4) as info from information_schema.processlist \
+         where id <> connection_id() and (db = ? or user = ?)",
+    )
+    .bind(INFO_CHARS)
+    .bind(schema)
+    .bind(user)
+    .fetch_all(conn)
+    .await
+}
+
+/// The open InnoDB transactions by session id.
+async fn open_trxs(conn: &mut MySqlConnection) -> Result<BTreeMap<i64, Trx>, sqlx::Error> {
+    let rows: Vec<(i64, Option<String>, Option<i64>)> = sqlx::query_as(
+        "select cast(t.trx_mysql_thread_id as signed), cast(t.trx_state as char character set utf8mb4), \
+         (select cast(b.trx_mysql_thread_id as signed) from information_schema.innodb_lock_waits w \
+         join information_schema.innodb_trx b on b.trx_id = w.blocking_trx_id \
+         where w.requesting_trx_id = t.trx_id limit 1) from information_schema.innodb_trx t",
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, state, blocker)| {
+            (
+                id,
+                Trx {
+                    state: state.unwrap_or_default(),
+                    blocker,
+                },
+            )
+        })
+        .collect())
 }
 
 /// The tenant's account, quoted: `'<user>'@'%'`.
