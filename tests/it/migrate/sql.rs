@@ -690,6 +690,76 @@ async fn mariadb_frozen_source_blocks_kine_writes_until_thawed_and_the_tenant_ca
     frozen_source_blocks_writes_until_thawed(Backend::MariaDb).await;
 }
 
+/// Reads `information_schema.innodb_trx` every 20 ms until `stop`, as another tenant's freeze or a
+/// monitor may: InnoDB refills that table's cache only after 100 ms without a read, so it stays as it
+/// was. First waits (reading no more often than the cache allows) until it lists session `id`.
+async fn innodb_trx_reader(id: i64, seen: Arc<tokio::sync::Notify>, stop: Arc<AtomicBool>) {
+    let mut admin = mysql_admin().await;
+    let mut listed = false;
+    while !stop.load(Ordering::Relaxed) {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "select cast(trx_mysql_thread_id as signed) from information_schema.innodb_trx",
+        )
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        if !listed && ids.contains(&id) {
+            listed = true;
+            seen.notify_one();
+        }
+        let pause = if listed { 20 } else { 150 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+/// The freeze sees a tenant transaction end although `information_schema.innodb_trx` is read all the
+/// time (its cache then never refills): it waits while the transaction is open, and returns once it
+/// has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_freeze_sees_a_tenant_transaction_end_while_innodb_trx_is_read_continuously() {
+    let backend = Backend::MariaDb;
+    let (source, target) = (backend.provision("src").await, backend.provision("dst").await);
+    let c = &source.creds;
+    let mut tenant = MySqlConnection::connect(&datastore::mysql_url(c, &c.database))
+        .await
+        .unwrap();
+    sqlx::raw_sql("start transaction with consistent snapshot")
+        .execute(&mut tenant)
+        .await
+        .unwrap();
+    let id: i64 = sqlx::query_scalar("select cast(connection_id() as signed)")
+        .fetch_one(&mut tenant)
+        .await
+        .unwrap();
+    let (seen, stop) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let reader = tokio::spawn(innodb_trx_reader(id, seen.clone(), stop.clone()));
+    seen.notified().await;
+
+    let freeze = {
+        let mover = mover(backend, &source, &target);
+        tokio::spawn(async move { mover.freeze().await })
+    };
+    while backend.freeze_objects(&source).await.len() < 4 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The tenant's transaction is open: the freeze cannot have returned.
+    assert!(!freeze.is_finished());
+    sqlx::raw_sql("commit").execute(&mut tenant).await.unwrap();
+    let frozen = freeze.await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    reader.await.unwrap();
+    assert!(frozen.is_ok(), "{frozen:?}");
+
+    mover(backend, &source, &target).thaw().await.unwrap();
+    assert_eq!(backend.freeze_objects(&source).await, Vec::<String>::new());
+    tenant.close().await.unwrap();
+    backend.deprovision(&source).await;
+    backend.deprovision(&target).await;
+}
+
 async fn blocked_write_dies_with_the_source(backend: Backend) {
     let (source, target, _kine, client, mut checkpoint) =
         small_source(backend, "kine-freeze-deprovision").await;

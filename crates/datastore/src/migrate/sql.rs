@@ -74,8 +74,9 @@
 //!   on `kine`, new ones wait behind it, reads included), then the flag. The **barrier** then waits (up
 //!   to the DataStore's timeout) until every other session of the tenant (its user, or its database as
 //!   the default: inside a trigger a session shows the definer as its user) sleeps in a trigger (`User
-//!   sleep`) or is idle without an open InnoDB transaction, `information_schema.innodb_trx` being read
-//!   no earlier than 150 ms after the flag (InnoDB refills it at most every 100 ms). A write that
+//!   sleep`) or is idle without an open InnoDB transaction, as `SHOW ENGINE INNODB STATUS` lists them
+//!   (not `information_schema.innodb_trx`: InnoDB refills its cache only after 100 ms without a read,
+//!   so while anyone reads it more often it lists transactions long ended and misses new ones). A write that
 //!   passed the triggers before the flag is neither until it has committed or rolled back; one that
 //!   sleeps after an earlier write of its transaction cannot commit while frozen.
 //!

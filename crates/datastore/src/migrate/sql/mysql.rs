@@ -1,7 +1,7 @@
 //! The MySQL/MariaDB statements of the kine mover.
 
 use std::{
-    collections::BTreeSet,
+    collections::BTreeMap,
     time::{Duration, Instant},
 };
 
@@ -265,9 +265,6 @@ const TRIGGERS: [(&str, &str); 3] = [
 /// `information_schema.processlist.state` of a session in `SLEEP()` (sleeping in a freeze trigger).
 const SLEEPING: &str = "User sleep";
 
-/// How old `information_schema.innodb_trx` may be: InnoDB refills it at most every 100 ms.
-const TRX_CACHE: Duration = Duration::from_millis(150);
-
 /// The flag of `schema`'s freeze: a table named as the tenant's database in [`FREEZE_DATABASE`].
 fn flag(schema: &str) -> String {
     format!("{}.{}", quote_ident(FREEZE_DATABASE), quote_ident(schema))
@@ -334,14 +331,13 @@ pub(super) async fn freeze(
         ),
     )
     .await?;
-    tokio::time::sleep(TRX_CACHE).await;
     wait_for_sleepers(conn, schema, user, wait).await
 }
 
 /// Waits until every other session of the tenant (its user, or its database as the default: a
 /// session in a trigger shows the trigger's definer as its user) sleeps in the freeze, or is idle
-/// without an open InnoDB transaction. A write that passed the triggers before the flag is neither
-/// until it has committed or rolled back.
+/// without an open InnoDB transaction ([`open_transactions`]). A write that passed the triggers before
+/// the flag is neither until it has committed or rolled back.
 async fn wait_for_sleepers(
     conn: &mut MySqlConnection,
     schema: &str,
@@ -350,41 +346,133 @@ async fn wait_for_sleepers(
 ) -> Result<(), sqlx::Error> {
     let deadline = Instant::now() + wait;
     loop {
-        let sessions: Vec<(i64, Option<String>, Option<String>)> = sqlx::query_as(
-            "select cast(id as signed), cast(command as char character set utf8mb4), \
-             cast(state as char character set utf8mb4) from information_schema.processlist \
-             where id <> connection_id() and (db = ? or user = ?)",
-        )
-        .bind(schema)
-        .bind(user)
-        .fetch_all(&mut *conn)
-        .await?;
-        let open: BTreeSet<i64> = sqlx::query_scalar(
-            "select cast(trx_mysql_thread_id as signed) from information_schema.innodb_trx",
-        )
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
-        let writing = sessions
-            .iter()
-            .filter(|(id, command, state)| {
-                let sleeping = state.as_deref() == Some(SLEEPING);
-                let idle = command.as_deref() == Some("Sleep") && !open.contains(id);
-                !sleeping && !idle
-            })
-            .count();
-        if writing == 0 {
+        let sessions = tenant_sessions(conn, schema, user).await?;
+        let trxs = open_transactions(conn).await?;
+        let writing: Vec<&Session> = sessions.iter().filter(|s| s.writing(trxs.as_ref())).collect();
+        if writing.is_empty() {
             return Ok(());
         }
         if Instant::now() > deadline {
+            let seen: Vec<String> = writing.iter().map(|s| s.describe(trxs.as_ref())).collect();
             return Err(sqlx::Error::Protocol(format!(
-                "{writing} sessions of the tenant were still writing after {}s",
-                wait.as_secs()
+                "{} sessions of the tenant were still writing after {}s: {}",
+                writing.len(),
+                wait.as_secs(),
+                seen.join("; ")
             )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A session of the tenant in `information_schema.processlist`.
+#[derive(sqlx::FromRow)]
+struct Session {
+    id: i64,
+    command: Option<String>,
+    state: Option<String>,
+    /// The start of its statement (kine's SQL: placeholders first, no values in this much).
+    info: Option<String>,
+}
+
+/// How much of a session's statement an error shows.
+const INFO_CHARS: i64 = 80;
+
+/// The open InnoDB transactions by session id, each with its state (`ACTIVE 2 sec`, `LOCK WAIT`...).
+type Transactions = BTreeMap<i64, String>;
+
+impl Session {
+    /// Neither asleep in the freeze nor idle without an open transaction (`trxs`: `None` when unknown).
+    fn writing(&self, trxs: Option<&Transactions>) -> bool {
+        let sleeping = self.state.as_deref() == Some(SLEEPING);
+        let idle =
+            self.command.as_deref() == Some("Sleep") && trxs.is_some_and(|t| !t.contains_key(&self.id));
+        !sleeping && !idle
+    }
+
+    /// Its id, command, state, statement and transaction, for an error.
+    fn describe(&self, trxs: Option<&Transactions>) -> String {
+        let trx = match trxs.map(|t| t.get(&self.id)) {
+            None => "transactions unknown (InnoDB's status was truncated)".to_string(),
+            Some(None) => "no transaction".to_string(),
+            Some(Some(state)) => format!("transaction {state}"),
+        };
+        let info = self.info.as_deref().unwrap_or_default().split_whitespace();
+        format!(
+            "session {} ({}, state {:?}, {trx}): {:?}",
+            self.id,
+            self.command.as_deref().unwrap_or("?"),
+            self.state.as_deref().unwrap_or_default(),
+            info.collect::<Vec<_>>().join(" "),
+        )
+    }
+}
+
+/// The tenant's sessions other than this one (its user, or its database as the default).
+async fn tenant_sessions(
+    conn: &mut MySqlConnection,
+    schema: &str,
+    user: &str,
+) -> Result<Vec<Session>, sqlx::Error> {
+    sqlx::query_as(
+        "select cast(id as signed) as id, cast(command as char character set utf8mb4) as command, \
+         cast(state as char character set utf8mb4) as state, \
+         cast(left(info, ?) as char character set utf8mb4) as info from information_schema.processlist \
+         where id <> connection_id() and (db = ? or user = ?)",
+    )
+    .bind(INFO_CHARS)
+    .bind(schema)
+    .bind(user)
+    .fetch_all(conn)
+    .await
+}
+
+/// The open InnoDB transactions, from `SHOW ENGINE INNODB STATUS`, which InnoDB writes when asked.
+/// Not `information_schema.innodb_trx`: InnoDB refills its cache only after 100 ms without a read of
+/// it, so while anyone reads it more often (this barrier, another tenant's, a monitor) it keeps listing
+/// transactions that ended long ago and misses new ones. `None` when the status was truncated.
+async fn open_transactions(conn: &mut MySqlConnection) -> Result<Option<Transactions>, sqlx::Error> {
+    let row = sqlx::raw_sql("show engine innodb status").fetch_one(conn).await?;
+    let status: Vec<u8> = sqlx::Row::try_get(&row, 2)?;
+    Ok(active_transactions(&String::from_utf8_lossy(&status)))
+}
+
+/// InnoDB's status marks a transaction list it shortened with this.
+const TRUNCATED: &str = "... truncated...";
+
+/// The transactions of `status` (`SHOW ENGINE INNODB STATUS`) by session id, each with its state: the
+/// rest of its `---TRANSACTION <id>, ` line, and its `LOCK WAIT ...` line when it waits for a lock.
+/// `None` when InnoDB truncated the list.
+fn active_transactions(status: &str) -> Option<Transactions> {
+    if status.contains(TRUNCATED) {
+        return None;
+    }
+    let mut found = Transactions::new();
+    let mut current: Option<String> = None;
+    for line in status.lines() {
+        if line == "FILE I/O" {
+            break;
+        }
+        if let Some(header) = line.strip_prefix("---TRANSACTION ") {
+            let state = header.split_once(", ").map_or(header, |(_, state)| state);
+            current = (!state.starts_with("not started")).then(|| state.to_string());
+        } else if let (Some(state), true) = (current.as_mut(), line.starts_with("LOCK WAIT")) {
+            *state = format!("{state}, {line}");
+        } else if let Some(id) = thread_id(line)
+            && let Some(state) = current.take()
+        {
+            found.insert(id, state);
+        }
+    }
+    Some(found)
+}
+
+/// The session of a transaction's `MariaDB thread id <n>, ...` (`MySQL thread id` on MySQL) line.
+fn thread_id(line: &str) -> Option<i64> {
+    let rest = line
+        .strip_prefix("MariaDB thread id ")
+        .or_else(|| line.strip_prefix("MySQL thread id "))?;
+    rest.split(',').next()?.trim().parse().ok()
 }
 
 /// The tenant's account, quoted: `'<user>'@'%'`.
@@ -557,6 +645,59 @@ pub(super) async fn thaw(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The transaction section of MariaDB 10.11's `SHOW ENGINE INNODB STATUS`, with a session waiting
+    /// for a lock, one asleep in a trigger, and what follows the section.
+    const STATUS: &str = "------------
+TRANSACTIONS
+------------
+Trx id counter 3660
+LIST OF TRANSACTIONS FOR EACH SESSION:
+---TRANSACTION 3659, ACTIVE 3 sec starting index read
+mysql tables in use 1, locked 1
+LOCK WAIT 2 lock struct(s), heap size 1128, 1 row lock(s)
+MariaDB thread id 812, OS thread handle 140381345044160, query id 14990 127.0.0.1 t_1 Updating
+update kine set prev_revision = 1 where id = 2
+------- TRX HAS BEEN WAITING 3 SEC FOR THIS LOCK TO BE GRANTED:
+RECORD LOCKS space id 9 page no 3 n bits 72 index PRIMARY of table `t_1`.`kine` trx id 3659 lock_mode X
+------------------
+---TRANSACTION (0x7fad2c20cb80), ACTIVE 1 sec
+0 lock struct(s), heap size 1128, 0 row lock(s)
+MariaDB thread id 769, OS thread handle 140381345044161, query id 14722 127.0.0.1 root User sleep
+do sleep(0.05)
+---TRANSACTION 421, not started
+MariaDB thread id 7, OS thread handle 140381345044162, query id 1 localhost root
+--------
+FILE I/O
+--------
+MariaDB thread id 1, OS thread handle 1
+";
+
+    #[test]
+    fn the_open_transactions_are_read_from_innodb_status_by_session() {
+        let found = active_transactions(STATUS).unwrap();
+        assert_eq!(
+            found,
+            Transactions::from([
+                (769, "ACTIVE 1 sec".to_string()),
+                (
+                    812,
+                    "ACTIVE 3 sec starting index read, LOCK WAIT 2 lock struct(s), heap size 1128, \
+                     1 row lock(s)"
+                        .to_string()
+                ),
+            ])
+        );
+        assert_eq!(thread_id("MySQL thread id 44, OS thread handle 1"), Some(44));
+        assert_eq!(thread_id("mysql tables in use 1, locked 1"), None);
+    }
+
+    #[test]
+    fn a_truncated_innodb_status_tells_no_transactions() {
+        let truncated = STATUS.replace("LIST OF TRANSACTIONS FOR EACH SESSION:\n", "... truncated...\n");
+        assert_eq!(active_transactions(&truncated), None);
+        assert_eq!(active_transactions(""), Some(Transactions::new()));
+    }
 
     #[test]
     fn a_freeze_trigger_looks_up_its_own_flag_table_exactly_and_sleeps() {
