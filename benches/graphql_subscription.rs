@@ -2,7 +2,8 @@
 //! connection, as the worker's) to the `next` message on a `graphql-transport-ws` subscriber.
 //!
 //! Starts its own PostgreSQL and the API router in process, one tenant with one control plane and one
-//! subscriber, then commits 1,000 sequential status changes and prints percentiles.
+//! subscriber, then commits 1,000 sequential status changes (50 at `TENANTPLANE_BENCH_SIZE=smoke`) and
+//! prints percentiles. A missing or unexpected event, or no sample, fails the run (exit 1).
 //! Run: `cargo bench --bench graphql_subscription --profile dev` (or without `--profile dev` for release).
 
 use std::time::Duration;
@@ -20,10 +21,18 @@ use tenantplane_devenv::localenv::{self, postgres::LocalPostgres};
 use tenantplane_testkit::app;
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
-const CHANGES: usize = 1000;
+mod common;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let changes = common::Size::from_env().pick(50, 1000);
+    bench(changes)
+        .await
+        .context("scenario: status change → `next` on the subscription")
+}
+
+/// The bench over `changes` status changes.
+async fn bench(changes: usize) -> anyhow::Result<()> {
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-graphql")?;
     let pg = LocalPostgres::start(dir.join("pg")).await?;
@@ -99,8 +108,8 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    let mut samples = Vec::with_capacity(CHANGES);
-    for i in 0..CHANGES {
+    let mut samples = Vec::with_capacity(changes);
+    for i in 0..changes {
         write(i).await?;
         let committed = std::time::Instant::now();
         let message = tokio::time::timeout(Duration::from_secs(10), ws.next())
@@ -114,11 +123,12 @@ async fn main() -> anyhow::Result<()> {
             "change {i}: unexpected message {text}"
         );
     }
+    anyhow::ensure!(!samples.is_empty(), "measured nothing (no samples)");
     samples.sort();
     let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "GraphQL subscription latency over {CHANGES} changes (commit → `next` on the WebSocket): \
+        "GraphQL subscription latency over {changes} changes (commit → `next` on the WebSocket): \
          p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         ms(pct(0.50)),
         ms(pct(0.90)),

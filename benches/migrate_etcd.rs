@@ -7,6 +7,9 @@
 //! lag is at most 50 revisions, freeze and finish, verify. It prints the median and the range of the
 //! total time (copy to finish Done) and of the freeze time (freeze to finish Done), and the speed of
 //! the target's revision bump (200,000 revision-floor puts).
+//!
+//! `TENANTPLANE_BENCH_SIZE=smoke` moves 200 objects once and bumps 2,000 revisions. A failed step or
+//! verification, a size with no run, or a bump that bumped nothing fails the run (exit 1).
 
 #![allow(
     clippy::unwrap_used,
@@ -38,6 +41,8 @@ use tenantplane_devenv::localenv::{
     self,
     etcd::{EtcdOptions, LocalEtcd},
 };
+
+mod common;
 
 /// One run's stage times, in seconds.
 #[derive(Debug, Clone, Copy)]
@@ -154,22 +159,27 @@ async fn run(ca: &Ca, n: usize, index: usize) -> Run {
     let mover = EtcdMover::new(source, target, &space, &space, EtcdMoveOptions::default());
     let mut checkpoint = Checkpoint::default();
 
+    let scenario = format!("{n} objects, run {index}");
+    let step = |what: &str| format!("{scenario}: {what}");
     let started = Instant::now();
-    while mover.copy_step(&mut checkpoint).await.unwrap() == Step::More {}
+    while common::ok(mover.copy_step(&mut checkpoint).await, &step("copy")) == Step::More {}
     let copy = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    while mover.catch_up_step(&mut checkpoint).await.unwrap() > 50 {}
+    while common::ok(mover.catch_up_step(&mut checkpoint).await, &step("catch-up")) > 50 {}
     let catch_up = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    mover.freeze().await.unwrap();
-    while mover.finish_step(&mut checkpoint).await.unwrap() == Step::More {}
+    common::ok(mover.freeze().await, &step("freeze"));
+    while common::ok(mover.finish_step(&mut checkpoint).await, &step("finish")) == Step::More {}
     let freeze = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     writing.await.unwrap();
     let started = Instant::now();
-    let verification = mover.verify().await.unwrap();
+    let verification = common::ok(mover.verify().await, &step("verify"));
     let verify = started.elapsed().as_secs_f64();
-    assert!(verification.equal(), "{verification:?}");
+    assert!(
+        verification.equal(),
+        "{scenario}: the target differs: {verification:?}"
+    );
     Run {
         copy,
         catch_up,
@@ -179,20 +189,22 @@ async fn run(ca: &Ca, n: usize, index: usize) -> Run {
     }
 }
 
-/// Revision-floor puts per second: a mover whose margin asks the target for 200,000 revisions.
-async fn bump_speed(ca: &Ca) -> f64 {
-    const REVISIONS: i64 = 200_000;
+/// Revision-floor puts per second: a mover whose margin asks the target for `revisions` revisions; a bump
+/// of none fails the run.
+async fn bump_speed(ca: &Ca, revisions: i64) -> f64 {
     let (source_etcd, source) = start_etcd(ca, "bench-mv-bump-src").await;
     let (_target_etcd, target) = start_etcd(ca, "bench-mv-bump-dst").await;
     let (space, _) = tenant(&source, &target, &source_etcd).await;
     let options = EtcdMoveOptions {
-        revision_margin: REVISIONS,
+        revision_margin: revisions,
         ..EtcdMoveOptions::default()
     };
     let mover = EtcdMover::new(source, target, &space, &space, options);
     let started = Instant::now();
-    mover.copy_step(&mut Checkpoint::default()).await.unwrap();
-    mover.revisions_bumped() as f64 / started.elapsed().as_secs_f64()
+    common::ok(mover.copy_step(&mut Checkpoint::default()).await, "revision bump");
+    let bumped = mover.revisions_bumped();
+    common::measured("revision bump", usize::try_from(bumped).unwrap_or(usize::MAX));
+    bumped as f64 / started.elapsed().as_secs_f64()
 }
 
 /// `median (min–max)` of `values`.
@@ -204,26 +216,29 @@ fn summary(mut values: Vec<f64>) -> String {
 
 #[tokio::main]
 async fn main() {
+    let size = common::Size::from_env();
     let sizes: Vec<usize> = std::env::var("MIGRATE_BENCH_SIZES")
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 10_000, 50_000]);
-    let runs: usize = std::env::var("MIGRATE_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or_else(|| size.pick(vec![200], vec![1_000, 10_000, 50_000]));
+    let runs = common::env_number("MIGRATE_BENCH_RUNS", size.pick(1, 3));
+    let revisions = size.pick(2_000, 200_000);
     localenv::install_crypto_provider();
     let ca = Ca::new("bench-ca").unwrap();
-    let speed = bump_speed(&ca).await;
+    let speed = bump_speed(&ca, revisions).await;
     println!("etcd migration, writer at 20 objects/s, {runs} runs each; median (min–max)");
     println!(
         "| objects | total (copy → finish) | copy | catch-up | freeze (freeze → finish Done) | verify | revisions bumped |"
     );
     println!("|---|---|---|---|---|---|---|");
+    common::measured("sizes", sizes.len());
     for n in sizes {
         let mut results = Vec::new();
         for index in 0..runs {
             results.push(run(&ca, n, index).await);
+        }
+        if !common::measured(&format!("{n} objects"), results.len()) {
+            continue;
         }
         let pick = |f: fn(&Run) -> f64| summary(results.iter().map(f).collect());
         let bumped: Vec<u64> = results.iter().map(|r| r.bumped).collect();
@@ -236,5 +251,8 @@ async fn main() {
             pick(|r| r.verify),
         );
     }
-    println!("revision bump: {speed:.0} revisions/s (200,000 empty puts, 64 in flight, one TLS connection)");
+    println!(
+        "revision bump: {speed:.0} revisions/s ({revisions} empty puts, 64 in flight, one TLS connection)"
+    );
+    common::exit_if_failed();
 }

@@ -7,6 +7,9 @@
 //! target while a writer puts 20 objects/s through the source's kine: copy, catch up until fewer than 20
 //! rows lag, freeze, finish, and verify (untimed), then thaw for the next run. It reports the total time
 //! (first copy step → finish done) and the freeze time (freeze → finish done), median and min–max.
+//!
+//! `TENANTPLANE_BENCH_SIZE=smoke` moves 200 objects once per backend. A failed load or migration step, a
+//! verification that differs, or a size with no run fails the run (exit 1).
 
 #![allow(
     clippy::unwrap_used,
@@ -37,6 +40,8 @@ use tenantplane::{
     k8s::crd,
 };
 use tenantplane_devenv::localenv::{self, kine::LocalKine, mariadb::LocalMariaDb, postgres::LocalPostgres};
+
+mod common;
 
 /// Puts in flight while loading.
 const LOAD_CONCURRENCY: usize = 64;
@@ -108,15 +113,16 @@ fn value(i: usize) -> Vec<u8> {
     (0..len).map(|j| b'a' + ((i + j) % 26) as u8).collect()
 }
 
-/// Writes `n` objects through kine.
-async fn load(client: &Client, n: usize) {
+/// Writes `n` objects through kine; a failed put fails `scenario`.
+async fn load(client: &Client, n: usize, scenario: &str) {
     stream::iter(0..n)
         .for_each_concurrent(LOAD_CONCURRENCY, |i| {
             let mut kv = client.kv_client();
             async move {
-                kv.put(format!("/registry/configmaps/bench/cm-{i:06}"), value(i), None)
-                    .await
-                    .unwrap();
+                let put = kv
+                    .put(format!("/registry/configmaps/bench/cm-{i:06}"), value(i), None)
+                    .await;
+                common::ok(put, &format!("{scenario}: load"));
             }
         })
         .await;
@@ -147,16 +153,21 @@ async fn migrate(backend: Backend, settings: &SqlSettings, source: &TenantSpace,
     };
     let mover = KineMover::new(backend.kind(), space(source), space(&target)).unwrap();
     let mut checkpoint = Checkpoint::default();
+    let step = |what: &str| format!("{} run {run}: {what}", backend.name());
     let started = Instant::now();
-    while mover.copy_step(&mut checkpoint).await.unwrap() == Step::More {}
-    while mover.catch_up_step(&mut checkpoint).await.unwrap() >= 20 {}
+    while common::ok(mover.copy_step(&mut checkpoint).await, &step("copy")) == Step::More {}
+    while common::ok(mover.catch_up_step(&mut checkpoint).await, &step("catch-up")) >= 20 {}
     let frozen = Instant::now();
-    mover.freeze().await.unwrap();
-    while mover.finish_step(&mut checkpoint).await.unwrap() == Step::More {}
+    common::ok(mover.freeze().await, &step("freeze"));
+    while common::ok(mover.finish_step(&mut checkpoint).await, &step("finish")) == Step::More {}
     let (total, freeze) = (started.elapsed(), frozen.elapsed());
-    let verification = mover.verify().await.unwrap();
-    assert!(verification.equal(), "{verification:?}");
-    mover.thaw().await.unwrap();
+    let verification = common::ok(mover.verify().await, &step("verify"));
+    assert!(
+        verification.equal(),
+        "{}: the target differs: {verification:?}",
+        step("verify")
+    );
+    common::ok(mover.thaw().await, &step("thaw"));
     match backend {
         Backend::Postgres => {
             PostgresDriver::new(settings.clone())
@@ -191,7 +202,7 @@ async fn bench(backend: Backend, settings: &SqlSettings, sizes: &[usize], runs: 
         let kine = LocalKine::start(dir, &kine_dsn(backend, &creds)).await.unwrap();
         let client = Client::connect([kine.url()], None).await.unwrap();
         let loaded = Instant::now();
-        load(&client, n).await;
+        load(&client, n, &format!("{} n={n}", backend.name())).await;
         let load_secs = loaded.elapsed().as_secs_f64();
         let (mut totals, mut freezes) = (Vec::new(), Vec::new());
         for run in 0..runs {
@@ -206,6 +217,9 @@ async fn bench(backend: Backend, settings: &SqlSettings, sizes: &[usize], runs: 
             );
             totals.push(total);
             freezes.push(freeze);
+        }
+        if !common::measured(&format!("{} n={n}", backend.name()), totals.len()) {
+            continue;
         }
         lines.push(format!(
             "| {} | {n} | {} | {} | {load_secs:.1} s |",
@@ -228,8 +242,10 @@ fn env_list(name: &str, default: &str) -> Vec<usize> {
 
 #[tokio::main]
 async fn main() {
-    let sizes = env_list("MIGRATE_BENCH_SIZES", "1000,10000,50000");
-    let runs = env_list("MIGRATE_BENCH_RUNS", "3")[0];
+    let size = common::Size::from_env();
+    let sizes = env_list("MIGRATE_BENCH_SIZES", size.pick("200", "1000,10000,50000"));
+    let runs = common::env_number("MIGRATE_BENCH_RUNS", size.pick(1, 3));
+    common::measured("sizes", sizes.len());
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-migrate-kine").unwrap();
     let pg = LocalPostgres::start(dir.join("pg")).await.unwrap();
@@ -244,4 +260,5 @@ async fn main() {
     for line in lines {
         println!("{line}");
     }
+    common::exit_if_failed();
 }

@@ -2,6 +2,9 @@
 //! cost grows from 10 to 10,000 DataStores, for each policy.
 //!
 //! Run: `cargo bench --bench placement -- --warm-up-time 1 --measurement-time 3`. Results: `BENCHMARKS.md`.
+//! `cargo test --bench placement` runs every benchmark once (criterion's test mode); with
+//! `TENANTPLANE_BENCH_SIZE=smoke` the sequential run is 1,000 placements. A decision the bench measures
+//! that fails (no DataStore chosen) panics, naming the benchmark, before it is measured.
 
 use std::hint::black_box;
 
@@ -17,6 +20,8 @@ use tenantplane::{
 };
 use uuid::Uuid;
 
+mod common;
+
 const POLICIES: [(Policy, &str); 4] = [
     (Policy::Spread, "spread"),
     (Policy::Binpack, "binpack"),
@@ -24,8 +29,23 @@ const POLICIES: [(Policy, &str); 4] = [
     (Policy::Dedicated, "dedicated"),
 ];
 
-/// Placements in the sequential run; shortened in unoptimised builds (`cargo test --all-targets` runs each once).
-const SEQUENTIAL: usize = if cfg!(debug_assertions) { 1_000 } else { 100_000 };
+/// Placements in the sequential run; shortened at smoke size and in unoptimised builds (`cargo test
+/// --all-targets` runs each once).
+fn sequential_count() -> usize {
+    let full = if cfg!(debug_assertions) { 1_000 } else { 100_000 };
+    common::Size::from_env().pick(1_000, full)
+}
+
+/// Panics, naming `benchmark`, when a decision it measures fails: a benchmark of errors measures nothing.
+/// Checks every request at full size, the first 16 at smoke size.
+fn decisions_succeed(benchmark: &str, reqs: &[PlacementRequest], s: &Snapshot, config: &PlacementConfig) {
+    let checked = common::Size::from_env().pick(16, reqs.len());
+    for r in &reqs[..checked.min(reqs.len())] {
+        if let Err(e) = choose(r, s, config) {
+            panic!("{benchmark}: a placement decision failed: {e}");
+        }
+    }
+}
 
 /// One pool of `n` ready etcd DataStores with `capacity` slots and mixed loads (half of them empty when
 /// `Dedicated`), named like real ones.
@@ -78,6 +98,7 @@ fn decide_over_1000(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for (policy, name) in POLICIES {
         let s = snapshot(policy, 1_000, 200);
+        decisions_succeed(&format!("decide_1000/{name}"), &reqs, &s, &config);
         let mut i = 0;
         group.bench_function(BenchmarkId::new("choose", name), |b| {
             b.iter(|| {
@@ -106,9 +127,9 @@ fn sequential(c: &mut Criterion) {
             Policy::Dedicated => {
                 let mut s = snapshot(policy, 1_000, 1);
                 s.pools[0].datastores.iter_mut().for_each(|d| d.load_tenants = 0);
-                (s, SEQUENTIAL.min(1_000))
+                (s, sequential_count().min(1_000))
             }
-            _ => (snapshot(policy, 1_000, 200), SEQUENTIAL),
+            _ => (snapshot(policy, 1_000, 200), sequential_count()),
         };
         let reqs = requests(count);
         group.throughput(Throughput::Elements(count as u64));
@@ -119,7 +140,7 @@ fn sequential(c: &mut Criterion) {
                     for r in &reqs {
                         match choose(r, &s, &config) {
                             Ok(choice) => s.record(&choice, r.size_class, &config),
-                            Err(e) => panic!("sequential placement failed: {e}"),
+                            Err(e) => panic!("sequential/{name}: a placement failed: {e}"),
                         }
                     }
                     s
@@ -139,6 +160,7 @@ fn growth(c: &mut Criterion) {
     for (policy, name) in POLICIES {
         for n in [10, 100, 1_000, 10_000] {
             let s = snapshot(policy, n, 200);
+            decisions_succeed(&format!("growth/{name}/{n}"), &reqs, &s, &config);
             let mut i = 0;
             group.bench_function(BenchmarkId::new(name, n), |b| {
                 b.iter(|| {

@@ -2,7 +2,9 @@
 //! `NOTIFY control_plane_status` that the worker sends after committing it to PostgreSQL.
 //!
 //! Starts its own PostgreSQL, etcd and kube-apiserver (the test environment's binaries), one control
-//! plane and an in-process worker, then makes 500 sequential status changes and prints percentiles.
+//! plane and an in-process worker, then makes 500 sequential status changes (30 at
+//! `TENANTPLANE_BENCH_SIZE=smoke`) and prints percentiles. A change with no NOTIFY, or no sample, fails
+//! the run (exit 1).
 //! Run: `cargo bench --bench status_latency --profile dev` (or without `--profile dev` for release).
 
 use std::{sync::Arc, time::Duration};
@@ -26,10 +28,18 @@ use tenantplane_devenv::localenv::{
     postgres::LocalPostgres,
 };
 
-const CHANGES: usize = 500;
+mod common;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let changes = common::Size::from_env().pick(30, 500);
+    bench(changes)
+        .await
+        .context("scenario: status write → NOTIFY after commit")
+}
+
+/// The bench over `changes` status changes.
+async fn bench(changes: usize) -> anyhow::Result<()> {
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-status")?;
     let pg = LocalPostgres::start(dir.join("pg")).await?;
@@ -87,8 +97,8 @@ async fn main() -> anyhow::Result<()> {
         .is_ok()
     {}
 
-    let mut samples = Vec::with_capacity(CHANGES);
-    for i in 0..CHANGES {
+    let mut samples = Vec::with_capacity(changes);
+    for i in 0..changes {
         let status =
             json!({"status": {"controlPlaneEndpoint": format!("10.0.{}.{}:6443", i / 250, i % 250 + 1)}});
         let started = std::time::Instant::now();
@@ -100,11 +110,12 @@ async fn main() -> anyhow::Result<()> {
         samples.push(started.elapsed());
     }
     task.abort();
+    anyhow::ensure!(!samples.is_empty(), "measured nothing (no samples)");
     samples.sort();
     let pct = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
-        "status-back latency over {CHANGES} changes (status write → NOTIFY after commit): \
+        "status-back latency over {changes} changes (status write → NOTIFY after commit): \
          p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         ms(pct(0.50)),
         ms(pct(0.90)),

@@ -1,5 +1,7 @@
 //! TenantControlPlane reconcile at scale (issue 9): `cargo bench --bench tcp_scale` (N from
-//! `TCP_BENCH_N`, default 1000).
+//! `TCP_BENCH_N`, default 1000; 5 at `TENANTPLANE_BENCH_SIZE=smoke`, where every TCP must be Ready within
+//! 300 s instead of 1,800 s). A TCP not Ready by then, or N = 0, fails the run (exit 1); a failed request
+//! of the bench's own clients panics.
 //!
 //! Starts its own kube-apiserver (with its etcd) and a second, TLS + auth etcd as the one shared
 //! DataStore, then runs the release `tenantplane controller` as a child process (concurrency 16, leader
@@ -46,6 +48,7 @@ use tenantplane::{
     k8s::crd::{DataStore, TenantControlPlane},
     pki::Ca,
 };
+mod common;
 #[path = "tcp_scale/standin.rs"]
 mod standin;
 
@@ -117,6 +120,10 @@ impl Stack {
         for ns in [NS, BARE_NS, WHOLE_NS] {
             namespace(&kube, ns).await;
         }
+        // The controller keeps its state (served records, migration journals) there, as a deployment has it.
+        localenv::kube::ensure_namespace(&kube, tenantplane::k8s::DEFAULT_STATE_NAMESPACE)
+            .await
+            .unwrap();
         let ca = Ca::new("bench-ca").unwrap();
         let etcd = LocalEtcd::start(dir.join("ds-etcd"), EtcdOptions { tls_ca: Some(&ca) })
             .await
@@ -286,10 +293,11 @@ fn progress(store: &kube::runtime::reflector::Store<TenantControlPlane>) -> (usi
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("TCP_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let size = common::Size::from_env();
+    let n = common::env_number("TCP_BENCH_N", size.pick(5, 1000));
+    common::measured("controller phase", n);
+    common::exit_if_failed();
+    let ready_deadline = Duration::from_secs(size.pick(300, 1800));
     localenv::install_crypto_provider();
     let dir = localenv::scratch_dir("bench-tcp").unwrap();
     let Stack {
@@ -443,7 +451,11 @@ async fn main() {
             );
             last_report = Instant::now();
         }
-        if started.elapsed() > Duration::from_secs(1800) {
+        if started.elapsed() > ready_deadline {
+            common::fail(
+                "controller phase",
+                format!("{ready}/{n} TCPs Ready ({joined}/{n} NodeJoinReady) after {ready_deadline:?}"),
+            );
             break ready;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -478,6 +490,7 @@ async fn main() {
         .await
         .unwrap();
     drop(controller);
+    reconcile_errors(&metrics, in_tenant.is_some());
     if let Some(on) = in_tenant {
         // The in-tenant comparison needs the controller phase only.
         let report = standin::Report {
@@ -501,6 +514,7 @@ async fn main() {
         {
             println!("    {line}");
         }
+        common::exit_if_failed();
         return;
     }
 
@@ -673,6 +687,22 @@ async fn main() {
     for (key, count) in deltas.iter().take(16) {
         let mean_ms = 1000.0 * delta(&format!("seconds {key}")) / count;
         println!("    {:>6.2} {key} ({mean_ms:.1} ms)", count / n as f64);
+    }
+    common::exit_if_failed();
+}
+
+/// Fails the controller phase for every reason the controller counted reconcile errors under; the
+/// in-tenant controller's count only with a `tenant_cluster` (the stand-in): without one its connections
+/// fail by design.
+fn reconcile_errors(metrics: &str, tenant_cluster: bool) {
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("tenantplane_controller_reconcile_errors_total{")
+            && (tenant_cluster || !l.contains("controller=\"in-tenant\""))
+    }) {
+        let (labels, count) = line.rsplit_once(' ').unwrap_or((line, "0"));
+        if count.parse::<f64>().unwrap_or(0.0) > 0.0 {
+            common::fail("controller phase", format!("{count} reconcile errors: {labels}"));
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //! control plane is deleted, and gone, before the next run.
 //!
 //! `cargo bench --bench time_to_node` (needs `scripts/test-env build`, kubeadm and kubemark included).
-//! `TENANTPLANE_BENCH_RUNS` changes the number of runs.
+//! `TENANTPLANE_BENCH_RUNS` changes the number of runs (1 at `TENANTPLANE_BENCH_SIZE=smoke`). An API
+//! error answer, a failed discovery or node, a run past its 300 s deadlines, or no run fails the bench
+//! (exit 1), naming the run.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -21,6 +23,8 @@ use tenantplane_devenv::{
     dev::{DEMO_TENANT, DevOptions, DevStack},
     localenv::node::{HollowNode, discover},
 };
+
+mod common;
 
 /// Nearest-rank percentile of sorted samples.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -64,56 +68,81 @@ async fn join_command(http: &reqwest::Client, url: &str, token: &str, start: Ins
     }
 }
 
+/// Creates control plane `name` (the API must answer 202); returns its URL.
+async fn create(stack: &DevStack, http: &reqwest::Client, base: &str, name: &str, scenario: &str) -> String {
+    let r = common::ok(
+        http.post(base)
+            .bearer_auth(&stack.demo_token)
+            .json(&json!({"name": name, "kubernetesVersion": stack.kube_version, "replicas": 1}))
+            .send()
+            .await,
+        scenario,
+    );
+    let status = r.status();
+    let created: Value = r.json().await.unwrap_or_default();
+    assert!(
+        status == 202,
+        "{scenario}: the create answered {status}: {created}"
+    );
+    let id = created["controlPlane"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{scenario}: no control-plane id in {created}"));
+    format!("{base}/{id}")
+}
+
+/// Deletes the control plane at `url` (the API must accept it) and waits, up to 300 s, until it is gone.
+async fn delete(stack: &DevStack, http: &reqwest::Client, url: &str, scenario: &str) {
+    let r = common::ok(
+        http.delete(url).bearer_auth(&stack.demo_admin_token).send().await,
+        scenario,
+    );
+    assert!(
+        r.status().is_success(),
+        "{scenario}: the delete answered {}",
+        r.status()
+    );
+    let start = Instant::now();
+    loop {
+        let r = common::ok(
+            http.get(url).bearer_auth(&stack.demo_token).send().await,
+            scenario,
+        );
+        if r.status() == 404 || r.json::<Value>().await.unwrap_or_default()["phase"] == "Deleted" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "{scenario}: not deleted after 300 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// One run: POST, join token, discovery, a hollow node Ready; then the control plane is deleted.
 async fn run(stack: &DevStack, http: &reqwest::Client, i: usize) -> Run {
     let base = format!("{}/api/v1/tenants/{DEMO_TENANT}/control-planes", stack.url);
     let start = Instant::now();
-    let created: Value = http
-        .post(&base)
-        .bearer_auth(&stack.demo_token)
-        .json(&json!({"name": format!("node-bench-{i}"), "kubernetesVersion": stack.kube_version, "replicas": 1}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["controlPlane"]["id"]
-        .as_str()
-        .expect("a control-plane id")
-        .to_string();
-    let url = format!("{base}/{id}");
+    let scenario = format!("run {i}");
+    let url = create(stack, http, &base, &format!("node-bench-{i}"), &scenario).await;
     let command = join_command(http, &url, &stack.demo_admin_token, start).await;
     let token = start.elapsed().as_secs_f64();
-    let bootstrap = discover(&command).await.unwrap();
+    let bootstrap = common::ok(discover(&command).await, &format!("{scenario}: discovery"));
     let discovered = start.elapsed().as_secs_f64();
     let name = format!("bench-node-{i}");
     let dir = stack.dir.join("bench-nodes").join(&name);
-    let mut node = HollowNode::start(&dir, &name, &bootstrap).unwrap();
-    node.wait_ready(Duration::from_secs(300)).await.unwrap();
+    let mut node = common::ok(
+        HollowNode::start(&dir, &name, &bootstrap),
+        &format!("{scenario}: node"),
+    );
+    common::ok(
+        node.wait_ready(Duration::from_secs(300)).await,
+        &format!("{scenario}: node Ready"),
+    );
     let ready = start.elapsed().as_secs_f64();
     node.stop();
     drop(node);
-    http.delete(&url)
-        .bearer_auth(&stack.demo_admin_token)
-        .send()
-        .await
-        .unwrap();
-    loop {
-        let r = http
-            .get(&url)
-            .bearer_auth(&stack.demo_token)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 404 || r.json::<Value>().await.unwrap()["phase"] == "Deleted" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    delete(stack, http, &url, &scenario).await;
     let _ = std::fs::remove_dir_all(&dir);
-    // Let the runner stop the pod before the next run.
-    tokio::time::sleep(Duration::from_secs(2)).await;
     Run {
         token,
         discovered,
@@ -122,10 +151,8 @@ async fn run(stack: &DevStack, http: &reqwest::Client, i: usize) -> Run {
 }
 
 fn main() {
-    let runs: usize = std::env::var("TENANTPLANE_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let size = common::Size::from_env();
+    let runs = common::env_number("TENANTPLANE_BENCH_RUNS", size.pick(1, 10));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -147,6 +174,14 @@ fn main() {
                 r.token, r.discovered, r.ready
             );
             samples.push(r);
+            if i + 1 < runs {
+                // Let the runner stop the pod before the next run.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+        if !common::measured("time to the first node", samples.len()) {
+            stack.stop().await;
+            return;
         }
         let mut sorted: Vec<f64> = samples.iter().map(|r| r.ready).collect();
         sorted.sort_by(f64::total_cmp);
@@ -163,4 +198,5 @@ fn main() {
         );
         stack.stop().await;
     });
+    common::exit_if_failed();
 }
