@@ -209,6 +209,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             // Pure: what a TenantControlPlane says about its migration.
             &["migration_plan"],
+            // The controller's own ConfigMaps in its state namespace.
+            &["state_records"],
             // The controller's record of the DataStores each TenantControlPlane is served by.
             &["served"],
             &[

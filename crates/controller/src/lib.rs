@@ -29,6 +29,7 @@ pub mod migration_plan;
 pub mod owners;
 pub mod served;
 pub mod settings;
+pub mod state_records;
 pub mod status;
 pub mod tenant_control_plane;
 pub mod used_by;

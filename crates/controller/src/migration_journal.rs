@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
-    Api, ResourceExt as _,
+    ResourceExt as _,
     api::{ObjectMeta, Patch, PatchParams},
 };
 
 use crate::{
     Context, Error,
     k8s::crd::{MigrationStatus, TenantControlPlane},
+    state_records,
 };
 
 /// The field manager of `status.migration`, the `Migrating` condition and the journal.
@@ -115,14 +116,9 @@ fn name(tcp: &TenantControlPlane) -> Result<String, Error> {
     Ok(crate::k8s::migration_journal::name(&uid))
 }
 
-/// The journal's ConfigMaps.
-fn api(ctx: &Context) -> Api<ConfigMap> {
-    Api::namespaced(ctx.client.clone(), &ctx.settings.state_namespace)
-}
-
 /// Reads `tcp`'s journal (empty when none was written).
 pub async fn read(ctx: &Context, tcp: &TenantControlPlane) -> Result<Journal, Error> {
-    let Some(map) = api(ctx).get_opt(&name(tcp)?).await? else {
+    let Some(map) = state_records::api(ctx).get_opt(&name(tcp)?).await? else {
         return Ok(Journal::default());
     };
     let data = map.data.unwrap_or_default();
@@ -176,38 +172,20 @@ pub async fn write(ctx: &Context, tcp: &TenantControlPlane, m: &MigrationStatus)
         data: Some(data),
         ..ConfigMap::default()
     };
-    api(ctx)
+    state_records::api(ctx)
         .patch(
             &name(tcp)?,
             &PatchParams::apply(MIGRATION_MANAGER).force(),
             &Patch::Apply(&map),
         )
         .await
-        .map_err(|e| missing_namespace(ctx, e))?;
+        .map_err(|e| state_records::missing_namespace(ctx, e, "migrations wait for it"))?;
     Ok(())
 }
 
 /// Removes `tcp`'s journal (the TenantControlPlane is gone).
 pub async fn forget(ctx: &Context, tcp: &TenantControlPlane) -> Result<(), Error> {
-    match api(ctx).delete(&name(tcp)?, &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A clear error when the state namespace is missing (a permanent setup mistake, not an outage).
-fn missing_namespace(ctx: &Context, error: kube::Error) -> Error {
-    match &error {
-        kube::Error::Api(status) if status.code == 404 => Error::NotReady {
-            reason: "StateNamespaceMissing",
-            message: format!(
-                "the controller's state namespace {} does not exist (--state-namespace); migrations wait for it",
-                ctx.settings.state_namespace
-            ),
-        },
-        _ => error.into(),
-    }
+    state_records::delete(ctx, &name(tcp)?).await
 }
 
 #[cfg(test)]

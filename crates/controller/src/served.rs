@@ -10,12 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
-    Api, ResourceExt as _,
+    ResourceExt as _,
     api::{ObjectMeta, PostParams},
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{Context, Error, MANAGED_BY_LABEL, datastore::TenantSpace, k8s::crd::TenantControlPlane};
+use crate::{
+    Context, Error, MANAGED_BY_LABEL, datastore::TenantSpace, k8s::crd::TenantControlPlane, state_records,
+};
 
 /// The label every record carries (the watch that feeds `usedBy` selects it).
 pub const RECORD_LABEL: (&str, &str) = ("tenantplane.io/record", "served");
@@ -94,26 +96,26 @@ fn entry(data_store: &str, space: &TenantSpace) -> Space {
     }
 }
 
-/// The records' ConfigMaps.
-fn api(ctx: &Context) -> Api<ConfigMap> {
-    Api::namespaced(ctx.client.clone(), &ctx.settings.state_namespace)
-}
-
 /// `tcp`'s UID.
 fn uid(tcp: &TenantControlPlane) -> Result<String, Error> {
     tcp.uid().ok_or(Error::MissingObjectKey(".metadata.uid"))
 }
 
+/// The error of a record that does not parse.
+fn unreadable(message: String) -> Error {
+    Error::Invalid {
+        reason: "ServedRecordUnreadable",
+        message,
+    }
+}
+
 /// Reads `tcp`'s record live; `None` when the controller never wrote one (a TenantControlPlane that
 /// was not provisioned since this record was introduced).
 pub async fn read(ctx: &Context, tcp: &TenantControlPlane) -> Result<Option<Served>, Error> {
-    let Some(map) = api(ctx).get_opt(&name(&uid(tcp)?)).await? else {
+    let Some(map) = state_records::api(ctx).get_opt(&name(&uid(tcp)?)).await? else {
         return Ok(None);
     };
-    let served = parse(&map.data.unwrap_or_default()).map_err(|message| Error::Invalid {
-        reason: "ServedRecordUnreadable",
-        message,
-    })?;
+    let served = parse(&map.data.unwrap_or_default()).map_err(unreadable)?;
     Ok(Some(served))
 }
 
@@ -143,6 +145,18 @@ pub async fn deprovisioned(
     change(ctx, tcp, |served| served.spaces.remove(&entry)).await
 }
 
+/// `existing` (the record's ConfigMap, if any) after `edit`; `None` when `edit` changes nothing (in
+/// particular a removal never creates a record: that would stop `usedBy` from counting the status
+/// names of a TenantControlPlane provisioned before it). An unreadable record is refused, as [`read`]
+/// refuses it: rewriting it from nothing would forget the spaces it lists.
+fn edited(existing: Option<&ConfigMap>, edit: impl Fn(&mut Served) -> bool) -> Result<Option<Served>, Error> {
+    let mut served = match existing {
+        Some(map) => parse(map.data.as_ref().unwrap_or(&BTreeMap::new())).map_err(unreadable)?,
+        None => Served::default(),
+    };
+    Ok(edit(&mut served).then_some(served))
+}
+
 /// Applies `edit` to `tcp`'s record (creating it) when it changes something: read, then create or
 /// replace at the read's resourceVersion, again on a conflict (a migration task and the reconcile may
 /// write at once).
@@ -156,16 +170,10 @@ async fn change(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let existing = api(ctx).get_opt(&name).await?;
-        let mut served = match &existing {
-            Some(map) => parse(map.data.as_ref().unwrap_or(&BTreeMap::new())).unwrap_or_default(),
-            None => Served::default(),
-        };
-        // Nothing to change; in particular a removal never creates a record (that would stop
-        // `usedBy` from counting the status names of a TenantControlPlane provisioned before it).
-        if !edit(&mut served) {
+        let existing = state_records::api(ctx).get_opt(&name).await?;
+        let Some(served) = edited(existing.as_ref(), &edit)? else {
             return Ok(());
-        }
+        };
         let map = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -186,38 +194,27 @@ async fn change(
             ..ConfigMap::default()
         };
         let written = match existing {
-            Some(_) => api(ctx).replace(&name, &PostParams::default(), &map).await,
-            None => api(ctx).create(&PostParams::default(), &map).await,
+            Some(_) => {
+                state_records::api(ctx)
+                    .replace(&name, &PostParams::default(), &map)
+                    .await
+            }
+            None => state_records::api(ctx).create(&PostParams::default(), &map).await,
         };
         match written {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 && attempts < 5 => continue,
-            Err(e) => return Err(missing_namespace(ctx, e)),
+            Err(e) => {
+                let consequence = "the DataStores a TenantControlPlane is served by are recorded there";
+                return Err(state_records::missing_namespace(ctx, e, consequence));
+            }
         }
     }
 }
 
 /// Removes `tcp`'s record (the TenantControlPlane is gone, and so is everything it listed).
 pub async fn forget(ctx: &Context, tcp: &TenantControlPlane) -> Result<(), Error> {
-    match api(ctx).delete(&name(&uid(tcp)?), &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// A clear error when the state namespace is missing (a setup mistake, not an outage).
-fn missing_namespace(ctx: &Context, error: kube::Error) -> Error {
-    match &error {
-        kube::Error::Api(status) if status.code == 404 => Error::NotReady {
-            reason: "StateNamespaceMissing",
-            message: format!(
-                "the controller's state namespace {} does not exist (--state-namespace); the DataStores a TenantControlPlane is served by are recorded there",
-                ctx.settings.state_namespace
-            ),
-        },
-        _ => error.into(),
-    }
+    state_records::delete(ctx, &name(&uid(tcp)?)).await
 }
 
 #[cfg(test)]
@@ -260,5 +257,28 @@ mod tests {
         assert_eq!(of_config_map(&map), Some(("u".to_string(), Served::default())));
         map.metadata.labels = None;
         assert_eq!(of_config_map(&map), None);
+    }
+
+    #[test]
+    fn an_edit_refuses_an_unreadable_record_instead_of_rewriting_it_from_nothing() {
+        let unreadable = ConfigMap {
+            data: Some(BTreeMap::from([(SPACES.to_string(), "[{".to_string())])),
+            ..ConfigMap::default()
+        };
+        let add = |served: &mut Served| served.spaces.insert(entry("a", &space("s", "u")));
+        match edited(Some(&unreadable), add) {
+            Err(Error::Invalid { reason, .. }) => assert_eq!(reason, "ServedRecordUnreadable"),
+            other => panic!("expected ServedRecordUnreadable, got {other:?}"),
+        }
+        let mut served = Served::default();
+        served.spaces.insert(entry("a", &space("s", "u")));
+        let current = ConfigMap {
+            data: Some(data(&served).unwrap()),
+            ..ConfigMap::default()
+        };
+        assert_eq!(edited(Some(&current), add).unwrap(), None, "nothing to change");
+        assert_eq!(edited(None, add).unwrap(), Some(served));
+        let remove = |served: &mut Served| served.spaces.remove(&entry("a", &space("s", "u")));
+        assert_eq!(edited(None, remove).unwrap(), None, "a removal creates no record");
     }
 }
