@@ -23,12 +23,14 @@ impl LocalKine {
         let mut last = None;
         for _attempt in 0..3 {
             let port = ports::claim().context("claim the kine port")?;
-            let spec = Spec::new("kine", &kine).args([
-                format!("--listen-address=127.0.0.1:{}", port.port()),
-                format!("--endpoint={endpoint}"),
-                "--metrics-bind-address=0".into(),
-                "--compact-interval=0".into(),
-            ]);
+            // The DSN (with its password) goes in kine's environment, never on its command line.
+            let spec = Spec::new("kine", &kine)
+                .args([
+                    format!("--listen-address=127.0.0.1:{}", port.port()),
+                    "--metrics-bind-address=0".into(),
+                    "--compact-interval=0".into(),
+                ])
+                .env("KINE_ENDPOINT", endpoint);
             let mut child = ChildProcess::spawn(&spec, &dir.join("kine.log"))?;
             let p = port.port();
             // kine opens its listener only after it reached the backend and created its schema.
