@@ -1,11 +1,13 @@
 //! Load benchmark of the REST API (issue 4): `cargo bench --bench api`.
 //!
 //! Starts a local PostgreSQL and the release `tenantplane serve` as a child process, then measures
-//! create at a fixed 200 req/s (open loop), the create ceiling (closed loop), GET one, and 100-item list
-//! pages over 100k rows; finally pgbench runs the same INSERTs as a create with a custom script.
+//! create at a fixed 200 req/s (open loop), the create ceiling (closed loop, 32 clients: each in its own
+//! tenant, then all in one tenant), GET one, and 100-item list pages over 100k rows; finally pgbench runs
+//! the same writes as a create with a custom script (32 clients spread over the same 32 tenants).
 //! `API_BENCH_ONLY=get,list` runs only the named scenarios (create, ceiling, get, list, pgbench);
-//! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each, and
-//! the server's latency histogram of GET one. The database is vacuumed and analyzed after the creates.
+//! `API_BENCH_STATEMENTS=1` prints PostgreSQL's per-statement times (pg_stat_statements) after each, what
+//! the database sessions waited on during each ceiling (pg_stat_activity sampled every 10 ms), and the
+//! server's latency histogram of GET one. The database is vacuumed and analyzed after the creates.
 //!
 //! The bench cannot rot silently: it exits non-zero when a scenario answered any error (a 429 included:
 //! rate limits are off here), measured nothing, or when the pgbench script fails or writes other tables
@@ -127,10 +129,16 @@ fn summary(name: &str, mut lat: Vec<Duration>, elapsed: Duration, errors: usize)
     );
 }
 
-async fn create(http: &reqwest::Client, base: &str, token: &str, name: String) -> (Duration, bool) {
+async fn create(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    tenant: &str,
+    name: String,
+) -> (Duration, bool) {
     let start = Instant::now();
     let r = http
-        .post(format!("{base}/api/v1/tenants/bench/control-planes"))
+        .post(format!("{base}/api/v1/tenants/{tenant}/control-planes"))
         .bearer_auth(token)
         // As automation sends it: the create then also records its answer under this key.
         .header("idempotency-key", format!("bench-{name}"))
@@ -221,6 +229,99 @@ where
     (all, start.elapsed(), errors)
 }
 
+/// Clients of the closed-loop create scenarios and pgbench, and tenants of the many-tenant ceiling.
+const CLIENTS: usize = 32;
+
+/// Creates tenant `slug` and mints a tenant-admin token of it.
+async fn tenant_with_token(http: &reqwest::Client, base: &str, admin: &str, slug: &str) -> String {
+    let r = http
+        .post(format!("{base}/api/v1/tenants"))
+        .bearer_auth(admin)
+        .json(&json!({"slug": slug, "displayName": slug}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let minted: Value = http
+        .post(format!("{base}/api/v1/tenants/{slug}/tokens"))
+        .bearer_auth(admin)
+        .json(&json!({"role": "tenant-admin", "ttlSeconds": 7200}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    minted["token"].as_str().unwrap().to_string()
+}
+
+/// The create ceiling: client `w` creates back to back in `tenants[w]` (token, slug) for `duration`;
+/// returns the successful creates per second. With `API_BENCH_STATEMENTS`, also what the database
+/// sessions waited on meanwhile.
+async fn ceiling(
+    http: &reqwest::Client,
+    base: &str,
+    db: &sqlx::PgPool,
+    label: &str,
+    duration: Duration,
+    tenants: Vec<(String, String)>,
+) -> f64 {
+    let sampler = std::env::var_os("API_BENCH_STATEMENTS").map(|_| tokio::spawn(waits(db.clone(), duration)));
+    let (http, base, tenants) = (http.clone(), base.to_string(), std::sync::Arc::new(tenants));
+    let prefix = label.replace(' ', "-");
+    let (lat, elapsed, errors) = closed_loop(CLIENTS, duration, move |w, i| {
+        let (http, base, tenants) = (http.clone(), base.clone(), tenants.clone());
+        let name = format!("closed-{prefix}-{w}-{i}");
+        async move {
+            let (token, slug) = &tenants[w];
+            create(&http, &base, token, slug, name).await
+        }
+    })
+    .await;
+    let tps = (lat.len() - errors) as f64 / elapsed.as_secs_f64();
+    summary(
+        &format!("create, {CLIENTS} clients, {label} (closed loop)"),
+        lat,
+        elapsed,
+        errors,
+    );
+    if let Some(sampler) = sampler {
+        sampler.await.unwrap();
+    }
+    statements(db).await;
+    tps
+}
+
+/// Samples `pg_stat_activity` every 10 ms for `duration`: how often a session of the bench database was
+/// seen waiting on each event, with the statement it ran; printed most frequent first.
+async fn waits(db: sqlx::PgPool, duration: Duration) {
+    let start = Instant::now();
+    let mut seen: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    let mut samples = 0u64;
+    while start.elapsed() < duration {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "select coalesce(wait_event_type || ':' || wait_event, 'CPU') || ' ' || state || ': '
+                    || left(regexp_replace(query, '\\s+', ' ', 'g'), 70)
+             from pg_stat_activity
+             where datname = current_database() and pid <> pg_backend_pid() and state <> 'idle'",
+        )
+        .fetch_all(&db)
+        .await
+        .unwrap();
+        for (row,) in rows {
+            *seen.entry(row).or_default() += 1;
+        }
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut seen: Vec<_> = seen.into_iter().collect();
+    seen.sort_by(|a, b| b.1.cmp(&a.1));
+    println!("    busy sessions per sample ({samples} samples), by wait and statement:");
+    for (what, n) in seen.into_iter().take(12) {
+        println!("    {:>6.2} {what}", n as f64 / samples as f64);
+    }
+}
+
 #[tokio::main]
 async fn main() {
     localenv::install_crypto_provider();
@@ -272,14 +373,6 @@ async fn main() {
         .output()
         .unwrap();
     let admin = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let r = http
-        .post(format!("{base}/api/v1/tenants"))
-        .bearer_auth(&admin)
-        .json(&json!({"slug": "bench", "displayName": "Bench"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
     // One pool with room for every control plane the bench creates.
     let r = http
         .post(format!("{base}/api/v1/pools"))
@@ -301,17 +394,13 @@ async fn main() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let minted: Value = http
-        .post(format!("{base}/api/v1/tenants/bench/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"role": "tenant-admin", "ttlSeconds": 7200}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = minted["token"].as_str().unwrap().to_string();
+    let token = tenant_with_token(&http, &base, &admin, "bench").await;
+    // The many-tenant ceiling's tenants: one per client.
+    let mut many = Vec::with_capacity(CLIENTS);
+    for t in 0..CLIENTS {
+        let slug = format!("bench-{t}");
+        many.push((tenant_with_token(&http, &base, &admin, &slug).await, slug));
+    }
 
     println!("| scenario | requests | req/s | p50 ms | p99 ms | max ms | errors |");
     println!("|---|---|---|---|---|---|---|");
@@ -321,30 +410,27 @@ async fn main() {
     if wanted("create") {
         let (lat, elapsed, errors) = open_loop(200, size.creates, |i| {
             let (http, base, token) = (http.clone(), base.clone(), token.clone());
-            async move { create(&http, &base, &token, format!("open-{i}")).await }
+            async move { create(&http, &base, &token, "bench", format!("open-{i}")).await }
         })
         .await;
         summary("create @200 req/s (open loop)", lat, elapsed, errors);
         statements(&db).await;
     } else {
         for i in 0..10 {
-            assert!(create(&http, &base, &token, format!("seed-{i}")).await.1);
+            assert!(create(&http, &base, &token, "bench", format!("seed-{i}")).await.1);
         }
     }
     let create_tables = grown(&before, &row_counts(&db).await);
 
-    // 2. Create ceiling: 32 clients back to back for 10 s.
-    let mut api_tps = None;
+    // 2. Create ceiling: 32 clients back to back for 10 s, each in its own tenant, then all in one tenant.
+    let mut ceilings = Vec::new();
     if wanted("ceiling") {
-        let (h2, b2, t2) = (http.clone(), base.clone(), token.clone());
-        let (lat, elapsed, errors) = closed_loop(32, size.closed, move |w, i| {
-            let (http, base, token) = (h2.clone(), b2.clone(), t2.clone());
-            async move { create(&http, &base, &token, format!("closed-{w}-{i}")).await }
-        })
-        .await;
-        api_tps = Some((lat.len() - errors) as f64 / elapsed.as_secs_f64());
-        summary("create, 32 clients (closed loop)", lat, elapsed, errors);
-        statements(&db).await;
+        let one = vec![(token.clone(), "bench".to_string()); CLIENTS];
+        for (label, tenants) in [("32 tenants", many), ("one tenant", one)] {
+            sqlx::query("vacuum (analyze)").execute(&db).await.unwrap();
+            let tps = ceiling(&http, &base, &db, label, size.closed, tenants).await;
+            ceilings.push((label, tps));
+        }
     }
 
     // Settle between scenarios: vacuum and analyze what the creates wrote now, so that autovacuum does not
@@ -418,9 +504,9 @@ async fn main() {
             "pgbench, same INSERTs, 32 clients, {:?}: {tps:.0} tps",
             size.closed
         );
-        if let Some(api_tps) = api_tps {
+        for (label, api_tps) in &ceilings {
             println!(
-                "API create ceiling / pgbench: {api_tps:.0} / {tps:.0} = {:.0}%",
+                "API create ceiling ({label}) / pgbench: {api_tps:.0} / {tps:.0} = {:.0}%",
                 100.0 * api_tps / tps
             );
         }
@@ -507,8 +593,9 @@ fn grown(
         .collect()
 }
 
-/// pgbench with the same INSERTs a create makes (32 clients for `duration`): its transactions per second.
-/// Any failed transaction (a column the store now requires, say) fails the run.
+/// pgbench with the same INSERTs a create makes (32 clients for `duration`, client `c` in tenant
+/// `bench-{c % 32}`, as the many-tenant ceiling): its transactions per second. Any failed transaction (a
+/// column the store now requires, say) fails the run.
 fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str, duration: Duration) -> f64 {
     let script = dir.join("create.sql");
     std::fs::write(
@@ -516,7 +603,7 @@ fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str, duration: Durat
         "\\set n random(1, 2000000000)\n\
          begin;\n\
          insert into idempotency_keys (scope, key, request_hash, response_status, response_body) values ('pgbench', 'k-' || :client_id || '-' || :n || '-' || random(), '\\x00', 0, '{}') on conflict do nothing;\n\
-         with t as (select id from tenants where slug = 'bench'), \
+         with t as (select id from tenants where slug = 'bench-' || (:client_id % 32)), \
            cp as (insert into control_planes (id, tenant_id, name, kubernetes_version, replicas, service_type, port, size_class) select gen_random_uuid(), t.id, 'pg-' || :client_id || '-' || :n || '-' || floor(random() * 1000000)::int, 'v1.34.4', 2, 'ClusterIP', 6443, 'small' from t returning id, tenant_id), \
            pl as (insert into placements (control_plane_id, tenant_id, datastore_id, driver) select cp.id, cp.tenant_id, (select id from datastores where name = 'etcd-bench'), 'etcd' from cp), \
            ld as (update datastores set load_tenants = load_tenants + 1 where name = 'etcd-bench' and exists (select 1 from cp)), \
@@ -532,7 +619,7 @@ fn pgbench(pg: &LocalPostgres, dir: &std::path::Path, url: &str, duration: Durat
         .args([
             "-n",
             "-c",
-            "32",
+            &CLIENTS.to_string(),
             "-j",
             "2",
             "-T",
