@@ -315,7 +315,7 @@ async fn waits(db: sqlx::PgPool, duration: Duration) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut seen: Vec<_> = seen.into_iter().collect();
-    seen.sort_by(|a, b| b.1.cmp(&a.1));
+    seen.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
     println!("    busy sessions per sample ({samples} samples), by wait and statement:");
     for (what, n) in seen.into_iter().take(12) {
         println!("    {:>6.2} {what}", n as f64 / samples as f64);
