@@ -885,7 +885,10 @@ async fn serve_socket(
     // The token's expiry, armed once the connection is acknowledged.
     let expiry = tokio::time::sleep(Duration::MAX / 4);
     let mut expiry = std::pin::pin!(expiry);
-    let mut recheck = tokio::time::interval(token_recheck.max(Duration::from_millis(100)));
+    // The first re-check one period from now, not at once (`interval`'s first tick): connection_init has
+    // just checked the token, and an immediate tick raced an operation's own re-check for the close.
+    let period = token_recheck.max(Duration::from_millis(100));
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Announced revocations, once the connection is acknowledged.
     let mut revoked: Option<tokio::sync::broadcast::Receiver<uuid::Uuid>> = None;
