@@ -809,6 +809,16 @@ fn socket_input(
         .filter_map(move |m| state.clone().admit(m))
 }
 
+/// The periodic token re-check of a socket: every `period` (at least 100 ms), the first one period from
+/// now, not at once as `interval`'s first tick (connection_init has just checked the token, and an
+/// immediate tick raced an operation's own re-check for the close).
+fn recheck_interval(period: Duration) -> tokio::time::Interval {
+    let period = period.max(Duration::from_millis(100));
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    recheck
+}
+
 /// `connection_init`: authenticates the token, remembers the caller for the connection's re-checks, and
 /// hands resolvers the caller and its DataLoaders.
 async fn connection_init(state: SocketState, payload: serde_json::Value) -> async_graphql::Result<Data> {
@@ -885,11 +895,7 @@ async fn serve_socket(
     // The token's expiry, armed once the connection is acknowledged.
     let expiry = tokio::time::sleep(Duration::MAX / 4);
     let mut expiry = std::pin::pin!(expiry);
-    // The first re-check one period from now, not at once (`interval`'s first tick): connection_init has
-    // just checked the token, and an immediate tick raced an operation's own re-check for the close.
-    let period = token_recheck.max(Duration::from_millis(100));
-    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut recheck = recheck_interval(token_recheck);
     // Announced revocations, once the connection is acknowledged.
     let mut revoked: Option<tokio::sync::broadcast::Receiver<uuid::Uuid>> = None;
     let mut acknowledged = false;
