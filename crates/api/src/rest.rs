@@ -50,12 +50,16 @@ pub(super) async fn idempotent<T: serde::Serialize>(
         status: status.as_u16(),
     };
     let outcome = idempotency::run(&state.ctx, &auth.0, request, work).await?;
-    let status = if outcome.replayed {
+    Ok((replay_status(&outcome, status), outcome.body))
+}
+
+/// The status to answer: `first` for a first run, the stored one for a replay.
+fn replay_status(outcome: &idempotency::Outcome, first: StatusCode) -> StatusCode {
+    if outcome.replayed {
         StatusCode::from_u16(outcome.status).unwrap_or(StatusCode::OK)
     } else {
-        status
-    };
-    Ok((status, outcome.body))
+        first
+    }
 }
 
 pub(super) fn accepted_response(tenant: &str, status: StatusCode, body: serde_json::Value) -> Response {
@@ -439,21 +443,40 @@ pub async fn create_control_plane(
     body: JsonBody<CreateControlPlane>,
 ) -> ApiResult<Response> {
     let route = format!("POST /tenants/{tenant}/control-planes");
-    let (status, value) = idempotent(
-        &state,
-        &auth,
-        &route,
-        key,
-        &body.hash,
-        StatusCode::ACCEPTED,
-        async |tx| {
-            service::control_planes::create(&state.ctx, tx, &auth.0, &tenant, body.value, rid.0.as_deref())
+    let request = idempotency::Request {
+        route: &route,
+        key: key.0.as_deref(),
+        request_hash: &body.hash,
+        status: StatusCode::ACCEPTED.as_u16(),
+    };
+    let (ctx, who) = (&state.ctx, &auth.0);
+    // The DataStore reservation comes after the stored answer, last before the commit.
+    let outcome = with_request_id(
+        idempotency::run_then(
+            ctx,
+            who,
+            request,
+            async |tx| {
+                service::control_planes::create_unreserved(
+                    ctx,
+                    tx,
+                    who,
+                    &tenant,
+                    body.value,
+                    rid.0.as_deref(),
+                )
                 .await
-        },
-    )
-    .await
-    .map_err(|e| e.with_request_id(rid.0.clone()))?;
-    Ok(accepted_response(&tenant, status, value))
+            },
+            async |tx, pending| service::control_planes::reserve_created(ctx, tx, who, pending).await,
+        )
+        .await,
+        &rid,
+    )?;
+    Ok(accepted_response(
+        &tenant,
+        replay_status(&outcome, StatusCode::ACCEPTED),
+        outcome.body,
+    ))
 }
 
 /// Filters of the control-plane list.

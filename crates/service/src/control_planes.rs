@@ -128,6 +128,29 @@ pub async fn create(
     input: CreateControlPlane,
     request_id: Option<&str>,
 ) -> Result<Accepted> {
+    let (accepted, pending) = create_unreserved(ctx, tx, who, slug, input, request_id).await?;
+    Ok(reserve_created(ctx, tx, who, pending).await?.unwrap_or(accepted))
+}
+
+/// A create whose DataStore reservation is still to make, by [`reserve_created`].
+#[derive(Debug)]
+pub struct PendingCreate {
+    row: ControlPlaneRow,
+    op: store::operations::OperationRow,
+    placement: super::placement::Pending,
+}
+
+/// [`create`] up to its answer, without the DataStore reservation: the caller makes [`reserve_created`]
+/// the transaction's last statement before its commit, so that the chosen DataStores' rows (every
+/// create of a pool updates their load) stay locked only for that statement and the commit.
+pub async fn create_unreserved(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    slug: &str,
+    input: CreateControlPlane,
+    request_id: Option<&str>,
+) -> Result<(Accepted, PendingCreate)> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     validate_create(ctx, who, &input)?;
     super::quotas::admit_control_plane(ctx, tx, tenant.id).await?;
@@ -172,12 +195,34 @@ pub async fn create(
             )
         })?,
     };
-    // Placement last: it takes the DataStore row locks, held until commit, so keep that window short.
-    let decision = super::placement::place_new(ctx, tx, tenant.id, &row).await?;
-    Ok(Accepted {
+    let placement = super::placement::choose(ctx, tx, tenant.id, &row).await?;
+    let accepted = accepted_with(who, row.clone(), op.clone(), placement.decision());
+    Ok((accepted, PendingCreate { row, op, placement }))
+}
+
+/// Reserves the DataStores of a [`create_unreserved`]: `None` when its answer stands, `Some` with the
+/// answer to give instead when a chosen DataStore filled up meanwhile and the create was placed again.
+pub async fn reserve_created(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    who: &Principal,
+    pending: PendingCreate,
+) -> Result<Option<Accepted>> {
+    let changed = super::placement::reserve(ctx, tx, pending.placement).await?;
+    Ok(changed.map(|decision| accepted_with(who, pending.row, pending.op, &decision)))
+}
+
+/// A create's answer for `who`.
+fn accepted_with(
+    who: &Principal,
+    row: ControlPlaneRow,
+    op: store::operations::OperationRow,
+    decision: &tenantplane_core::placement::Decision,
+) -> Accepted {
+    Accepted {
         operation: operation_model(op),
-        control_plane: redact(who, control_plane_model_with(row, Some(placement_of(&decision)))),
-    })
+        control_plane: redact(who, control_plane_model_with(row, Some(placement_of(decision)))),
+    }
 }
 
 /// The API shape of an engine decision.

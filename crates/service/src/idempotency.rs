@@ -53,6 +53,20 @@ pub async fn run<T: serde::Serialize>(
     request: Request<'_>,
     work: impl AsyncFnOnce(&mut PgConnection) -> Result<T>,
 ) -> Result<Outcome> {
+    let work = async |tx: &mut PgConnection| Ok((work(tx).await?, ()));
+    run_then(ctx, who, request, work, async |_, ()| Ok(None)).await
+}
+
+/// [`run`] for a write with a last step: `work` answers and hands over what is left to do, and `last`
+/// does it after the answer is stored, as the transaction's last statements before its commit (a lock
+/// it takes is held the shortest time). `last` may change the answer (`Some`), which is then stored.
+pub async fn run_then<T: serde::Serialize, P>(
+    ctx: &Ctx,
+    who: &Principal,
+    request: Request<'_>,
+    work: impl AsyncFnOnce(&mut PgConnection) -> Result<(T, P)>,
+    last: impl AsyncFnOnce(&mut PgConnection, P) -> Result<Option<T>>,
+) -> Result<Outcome> {
     let mut tx = ctx.db.begin().await?;
     let scope = scope(who, request.route);
     if let Some(key) = request.key {
@@ -74,10 +88,16 @@ pub async fn run<T: serde::Serialize>(
             }
         }
     }
-    let result = work(&mut tx).await?;
-    let body = serde_json::to_value(&result).map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let (result, rest) = work(&mut tx).await?;
+    let mut body = json(&result)?;
     if let Some(key) = request.key {
         idempotency::complete(&mut tx, &scope, key, request.status, &body).await?;
+    }
+    if let Some(changed) = last(&mut tx, rest).await? {
+        body = json(&changed)?;
+        if let Some(key) = request.key {
+            idempotency::complete(&mut tx, &scope, key, request.status, &body).await?;
+        }
     }
     tx.commit().await?;
     Ok(Outcome {
@@ -85,6 +105,10 @@ pub async fn run<T: serde::Serialize>(
         body,
         replayed: false,
     })
+}
+
+fn json<T: serde::Serialize>(result: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(result).map_err(|e| ServiceError::Internal(e.to_string()))
 }
 
 #[cfg(test)]

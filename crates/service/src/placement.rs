@@ -104,6 +104,7 @@ fn no_fit(err: PlacementError) -> ServiceError {
 }
 
 /// A decision with the DataStore ids and drivers the store needs to reserve it.
+#[derive(Debug)]
 struct Choice {
     decision: placement::Decision,
     primary: Uuid,
@@ -164,44 +165,91 @@ fn decide(ctx: &Ctx, request: &PlacementRequest, explicit: Option<&str>, rows: &
     })
 }
 
-/// Places a just-inserted control plane and reserves its DataStores in `tx`.
+/// A just-inserted control plane's placement, decided but maybe not reserved yet (see [`choose`]).
+#[derive(Debug)]
+pub struct Pending {
+    tenant: Uuid,
+    row: ControlPlaneRow,
+    /// The optimistic choice still to reserve; `None` once reserved (the locked path reserves at once).
+    choice: Option<Choice>,
+    decision: placement::Decision,
+}
+
+impl Pending {
+    /// The decision the create answers with, unless [`reserve`] has to change it.
+    pub fn decision(&self) -> &placement::Decision {
+        &self.decision
+    }
+}
+
+/// Places a just-inserted control plane, leaving the optimistic reservation to [`reserve`].
 ///
-/// Optimistic first: decide on an unlocked snapshot, then reserve with one statement that locks only
-/// the chosen rows and re-checks their hard constraints (ready, not cordoned, below capacity, exclusivity)
-/// on the latest committed load. So concurrent creates serialize only on the rows they share, for one
-/// statement and the commit. If a chosen DataStore filled up or changed meanwhile, or the unlocked
-/// snapshot admits nothing, the create falls back to locking every DataStore row and deciding again:
-/// the answer (including "no DataStore fits") always comes from a consistent view.
-pub async fn place_new(
+/// Optimistic first: decide on an unlocked snapshot; [`reserve`] then locks only the chosen rows with one
+/// statement and re-checks their hard constraints (ready, not cordoned, below capacity, exclusivity) on
+/// the latest committed load. So concurrent creates serialize only on the rows they share, and only for
+/// that statement and the commit when the caller makes it the transaction's last. When the unlocked
+/// snapshot admits nothing, this falls back at once to locking every DataStore row and deciding again, so
+/// "no DataStore fits" always comes from a consistent view.
+pub async fn choose(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    tenant: Uuid,
+    row: &ControlPlaneRow,
+) -> Result<Pending> {
+    let request = request_for(tenant, row);
+    let rows = store::placements::snapshot(&mut *tx).await?;
+    let (choice, decision) = match decide(ctx, &request, row.datastore_name.as_deref(), &rows) {
+        Ok(choice) => {
+            let decision = choice.decision.clone();
+            (Some(choice), decision)
+        }
+        Err(_) => (None, place_locked(ctx, tx, tenant, row).await?),
+    };
+    Ok(Pending {
+        tenant,
+        row: row.clone(),
+        choice,
+        decision,
+    })
+}
+
+/// Reserves what [`choose`] decided. `None` when the decision stands; `Some` with the new one when a chosen
+/// DataStore filled up or changed meanwhile, so the create locked every DataStore row and decided again.
+pub async fn reserve(
+    ctx: &Ctx,
+    tx: &mut PgConnection,
+    pending: Pending,
+) -> Result<Option<placement::Decision>> {
+    let Some(choice) = pending.choice else {
+        return Ok(None);
+    };
+    let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
+    let reservation = store::placements::Reservation {
+        tenant: pending.tenant,
+        control_plane: pending.row.id,
+        datastore: choice.primary,
+        driver: &choice.primary_driver,
+        overrides: &choice.overrides,
+        exclusive: &choice.exclusive,
+        decision: &stored,
+    };
+    if store::placements::try_reserve(tx, &reservation).await? {
+        return Ok(None);
+    }
+    let decision = place_locked(ctx, tx, pending.tenant, &pending.row).await?;
+    Ok(Some(decision))
+}
+
+/// Places and reserves under the lock of every DataStore row (in id order): the consistent fallback.
+async fn place_locked(
     ctx: &Ctx,
     tx: &mut PgConnection,
     tenant: Uuid,
     row: &ControlPlaneRow,
 ) -> Result<placement::Decision> {
     let request = request_for(tenant, row);
-    let explicit = row.datastore_name.as_deref();
-    let rows = store::placements::snapshot(&mut *tx).await?;
-    if let Ok(choice) = decide(ctx, &request, explicit, &rows) {
-        let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
-        let reserved = store::placements::try_reserve(
-            tx,
-            &store::placements::Reservation {
-                tenant,
-                control_plane: row.id,
-                datastore: choice.primary,
-                driver: &choice.primary_driver,
-                overrides: &choice.overrides,
-                exclusive: &choice.exclusive,
-                decision: &stored,
-            },
-        )
-        .await?;
-        if reserved {
-            return Ok(choice.decision);
-        }
-    }
     let rows = store::placements::lock_snapshot(tx).await?;
-    let choice = decide(ctx, &request, explicit, &rows)?;
+    let choice = decide(ctx, &request, row.datastore_name.as_deref(), &rows)?;
     let stored = serde_json::to_value(&choice.decision).unwrap_or_default();
     store::placements::insert(
         tx,

@@ -437,3 +437,82 @@ async fn a_request_without_a_pool_lands_in_any_pool_registered_through_the_api()
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     assert_eq!(r.body["controlPlane"]["placement"]["dataStore"], "etcd-any");
 }
+
+/// A chosen DataStore cordoned between a create's choice and its reservation (the reservation comes last,
+/// after the answer is stored): the create is placed again under the all-rows lock, and both its answer
+/// and the answer stored for its idempotency key name the DataStore it got.
+#[tokio::test]
+async fn a_datastore_cordoned_before_the_reservation_moves_the_create_and_its_stored_answer() {
+    use tenantplane::service::{ServiceError, control_planes, idempotency};
+    let app = spawn_app().await;
+    pool(&app, "late", "spread").await;
+    for i in 0..2 {
+        datastore(&app, &format!("etcd-late-{i}"), "late", "etcd", 10, "ca-late").await;
+    }
+    let slug = app.tenant("late").await;
+    let who = tenantplane::auth::Principal {
+        jti: uuid::Uuid::new_v4(),
+        tenant_id: None,
+        role: tenantplane::domain::Role::PlatformAdmin,
+        subject: "test".into(),
+        expires_at: chrono::Utc::now() + chrono::Duration::minutes(5),
+        external: false,
+    };
+    let input = serde_json::from_value(
+        json!({"name": "moved", "kubernetesVersion": "v1.34.1", "datastore": {"pool": "late"}}),
+    )
+    .unwrap();
+    let request = idempotency::Request {
+        route: "POST /tenants/late/control-planes",
+        key: Some("late-1"),
+        request_hash: b"same body",
+        status: 202,
+    };
+    let (ctx, db) = (&app.ctx, app.ctx.db.clone());
+    let mut chosen = String::new();
+    let work = async |tx: &mut sqlx::PgConnection| {
+        let (accepted, pending) =
+            control_planes::create_unreserved(ctx, tx, &who, &slug, input, None).await?;
+        chosen = accepted.control_plane.placement.clone().unwrap().data_store;
+        sqlx::query("update datastores set cordoned = true where name = $1")
+            .bind(&chosen)
+            .execute(&db)
+            .await
+            .unwrap();
+        Ok((accepted, pending))
+    };
+    let last = async |tx: &mut sqlx::PgConnection, pending| {
+        control_planes::reserve_created(ctx, tx, &who, pending).await
+    };
+    let outcome = idempotency::run_then(ctx, &who, request, work, last)
+        .await
+        .unwrap();
+    let other = if chosen == "etcd-late-0" {
+        "etcd-late-1"
+    } else {
+        "etcd-late-0"
+    };
+    assert_eq!(
+        outcome.body["controlPlane"]["placement"]["dataStore"], other,
+        "{:#}",
+        outcome.body
+    );
+    let replay = idempotency::run(ctx, &who, request, async |_| -> Result<(), ServiceError> {
+        panic!("a replay runs no work")
+    })
+    .await
+    .unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.body, outcome.body, "the stored answer is the one given");
+    let loads: Vec<(String, i32)> = sqlx::query_as(
+        "select name, load_tenants from datastores where name like 'etcd-late-%' order by name",
+    )
+    .fetch_all(&app.ctx.db)
+    .await
+    .unwrap();
+    let expected: Vec<(String, i32)> = ["etcd-late-0", "etcd-late-1"]
+        .iter()
+        .map(|n| (n.to_string(), i32::from(*n == other)))
+        .collect();
+    assert_eq!(loads, expected);
+}
