@@ -2,6 +2,7 @@
 //! (optimistically, with the all-rows lock as fallback). Also the read-only simulation and drain plans.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
@@ -213,6 +214,38 @@ pub async fn choose(
     })
 }
 
+/// Stripes of this process's reservation queue (a DataStore's id picks its stripe).
+const QUEUE_STRIPES: usize = 64;
+
+/// This process's reservations of one DataStore take turns here for their reserving statement, so that
+/// at most one of them waits in PostgreSQL for the DataStore's row (held by the previous one until its
+/// commit) instead of dozens, which the database would wake and re-queue at every commit. The row lock
+/// stays the guarantee (other processes, the locked path).
+static QUEUE: LazyLock<Vec<Arc<tokio::sync::Mutex<()>>>> =
+    LazyLock::new(|| (0..QUEUE_STRIPES).map(|_| Arc::default()).collect());
+
+/// A reservation's turn in this process's queue.
+#[derive(Debug)]
+struct Turn {
+    _stripes: Vec<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+/// Waits for the queue stripes of `datastores` (in stripe order, so two reservations never wait on each
+/// other in a cycle).
+async fn turn_for(datastores: Vec<Uuid>) -> Turn {
+    let mut stripes: Vec<usize> = datastores
+        .iter()
+        .map(|id| (id.as_u128() % QUEUE_STRIPES as u128) as usize)
+        .collect();
+    stripes.sort_unstable();
+    stripes.dedup();
+    let mut held = Vec::with_capacity(stripes.len());
+    for stripe in stripes {
+        held.push(QUEUE[stripe].clone().lock_owned().await);
+    }
+    Turn { _stripes: held }
+}
+
 /// Reserves what [`choose`] decided. `None` when the decision stands; `Some` with the new one when a chosen
 /// DataStore filled up or changed meanwhile, so the create locked every DataStore row and decided again.
 pub async fn reserve(
@@ -233,7 +266,10 @@ pub async fn reserve(
         exclusive: &choice.exclusive,
         decision: &stored,
     };
-    if store::placements::try_reserve(tx, &reservation).await? {
+    let chosen = std::iter::once(choice.primary)
+        .chain(choice.overrides.iter().map(|(_, ds)| *ds))
+        .collect();
+    if store::placements::try_reserve(tx, &reservation, turn_for(chosen)).await? {
         return Ok(None);
     }
     let decision = place_locked(ctx, tx, pending.tenant, &pending.row).await?;

@@ -84,7 +84,12 @@ pub struct Reservation<'a> {
 /// committed row), and records the placement only if every chosen row passed. Returns false when one
 /// did not, after rolling back to a savepoint taken first: that releases the chosen rows' locks, so the
 /// caller's all-rows lock (in id order) cannot deadlock with another create holding a row it wants.
-pub async fn try_reserve(tx: &mut PgConnection, r: &Reservation<'_>) -> Result<bool, StoreError> {
+/// `turn` is awaited after the savepoint and held over the locking statement only (a caller's queue).
+pub async fn try_reserve<T>(
+    tx: &mut PgConnection,
+    r: &Reservation<'_>,
+    turn: impl Future<Output = T>,
+) -> Result<bool, StoreError> {
     sqlx::query("savepoint optimistic_placement")
         .execute(&mut *tx)
         .await?;
@@ -97,6 +102,7 @@ pub async fn try_reserve(tx: &mut PgConnection, r: &Reservation<'_>) -> Result<b
     chosen.sort();
     chosen.dedup();
     let (resources, override_ids): (Vec<String>, Vec<Uuid>) = r.overrides.iter().cloned().unzip();
+    let turn = turn.await;
     let placed = sqlx::query_scalar!(
         r#"with locked as (
              select id from datastores where id = any($3) order by id for update
@@ -129,6 +135,7 @@ pub async fn try_reserve(tx: &mut PgConnection, r: &Reservation<'_>) -> Result<b
     )
     .fetch_one(&mut *tx)
     .await?;
+    drop(turn);
     if !placed {
         sqlx::query("rollback to savepoint optimistic_placement")
             .execute(&mut *tx)
