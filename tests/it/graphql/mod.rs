@@ -145,6 +145,20 @@ pub async fn ws_ready(app: &App, token: &str) -> Ws {
     ws
 }
 
+/// Sends a `ping` and waits for its `pong` (every message sent before it has been let through or
+/// refused); the types of the messages that came first.
+pub async fn settled(ws: &mut Ws) -> Vec<String> {
+    ws_send(ws, json!({"type": "ping"})).await;
+    let mut before = Vec::new();
+    loop {
+        match ws_next(ws, Duration::from_secs(10)).await {
+            Incoming::Json(m) if m["type"] == "pong" => return before,
+            Incoming::Json(m) => before.push(m["type"].as_str().unwrap_or_default().to_string()),
+            closed => panic!("closed: {closed:?}"),
+        }
+    }
+}
+
 /// The subscription the tests use.
 pub const EVENTS: &str = "subscription($t: String!) { controlPlaneEvents(tenant: $t) { controlPlane { name phase endpoint conditions { type status reason message } } } }";
 
