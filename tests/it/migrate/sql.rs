@@ -50,8 +50,20 @@ const AGAIN: &str = "/registry/configmaps/default/again";
 /// Keys the concurrent writer updates.
 const WRITER_KEYS: usize = 200;
 
-/// How long a write on the frozen source must stay unanswered.
+/// How long a write on the frozen source must stay unanswered, once it sleeps in the freeze.
 const BLOCKED_FOR: Duration = Duration::from_secs(2);
+
+/// The cap of a wait for an event (a write reaching the freeze's trigger, a session ending): only a wait
+/// for something that never happens reaches it.
+const EVENT: Duration = Duration::from_secs(60);
+
+/// How long a read on the frozen source, or a write after a thaw, may take: only a hang reaches it (a
+/// frozen write waits until the thaw, far longer).
+const ANSWER: Duration = Duration::from_secs(30);
+
+/// The DataStore timeout of the movers whose freeze is timed: a freeze that waits for the writes asleep
+/// in it gives up only after this long, so "prompt" is judged against it, not against the machine.
+const FREEZE_WAIT: Duration = Duration::from_secs(60);
 
 /// One row of kine's table, as both backends return it.
 type Row = (
@@ -234,16 +246,45 @@ impl Backend {
         }
     }
 
-    /// Sessions of the DataStore's admin in the tenant's database that are not the tenant's writes
-    /// sleeping in the freeze (MariaDB shows a trigger's definer as a sleeping session's user, and a
-    /// sleeper is briefly not in `User sleep` between two sleeps): the fewest of ten looks.
-    async fn admin_sessions(self, space: &Space) -> i64 {
-        let mut fewest = i64::MAX;
-        for _ in 0..10 {
-            fewest = fewest.min(self.admin_sessions_now(space).await);
-            tokio::time::sleep(Duration::from_millis(30)).await;
+    /// Waits until a look finds no session of the DataStore's admin in the tenant's database but the
+    /// tenant's writes sleeping in the freeze (MariaDB shows a trigger's definer as a sleeping session's
+    /// user, and a sleeper is briefly not in `User sleep` between two sleeps, for longer on a loaded
+    /// machine); a session that holds the freeze is there at every look.
+    async fn until_no_admin_session(self, space: &Space) {
+        support::eventually("no admin session in the tenant's database", EVENT, || async {
+            (self.admin_sessions_now(space).await == 0).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until at least `n` of the tenant's writes sleep in the freeze (PostgreSQL: in `pg_sleep`;
+    /// MariaDB: `User sleep`): on a loaded machine a write may take long to reach the trigger.
+    async fn until_asleep(self, space: &Space, n: i64) {
+        support::eventually(&format!("{n} writes asleep in the freeze"), EVENT, || async {
+            (self.asleep_now(space).await >= n).then_some(())
+        })
+        .await;
+    }
+
+    /// The tenant's writes sleeping in the freeze at this moment.
+    async fn asleep_now(self, space: &Space) -> i64 {
+        let db = &space.creds.database;
+        match self {
+            Backend::Postgres => sqlx::query_scalar::<_, i64>(
+                "select count(*) from pg_stat_activity where datname = $1 and wait_event = 'PgSleep'",
+            )
+            .bind(db)
+            .fetch_one(&mut pg_admin("postgres").await)
+            .await
+            .unwrap(),
+            Backend::MariaDb => sqlx::query_scalar::<_, i64>(
+                "select count(*) from information_schema.processlist where db = ? and state = 'User sleep'",
+            )
+            .bind(db)
+            .fetch_one(&mut mysql_admin().await)
+            .await
+            .unwrap(),
         }
-        fewest
     }
 
     async fn admin_sessions_now(self, space: &Space) -> i64 {
@@ -439,6 +480,17 @@ fn mover(backend: Backend, source: &Space, target: &Space) -> KineMover {
     KineMover::new(backend.kind(), space(source), space(target)).unwrap()
 }
 
+/// A [`mover`] whose DataStore timeout (the freeze's wait among its operations) is [`FREEZE_WAIT`].
+fn patient_mover(backend: Backend, source: &Space, target: &Space) -> KineMover {
+    let mut settings = backend.settings();
+    settings.timeout = FREEZE_WAIT;
+    let space = |s: &Space| KineSpace {
+        settings: settings.clone(),
+        tenant: s.tenant.clone(),
+    };
+    KineMover::new(backend.kind(), space(source), space(target)).unwrap()
+}
+
 /// Copies with one mover, "crashes" after its second page, and finishes with a new mover from the
 /// checkpoint saved after the first page (so the second page is written twice).
 async fn copy_with_a_crash(backend: Backend, source: &Space, target: &Space) -> Checkpoint {
@@ -492,15 +544,12 @@ async fn catch_up(mover: &KineMover, checkpoint: &mut Checkpoint) {
     assert!(lag < 50, "lag {lag}");
 }
 
-/// Freezes with a fresh mover and checks that it returns promptly.
+/// Freezes with a fresh mover and checks that it returns promptly: well before its own wait
+/// ([`FREEZE_WAIT`]) would end, so it did not wait for the writes asleep in the freeze.
 async fn freeze_promptly(backend: Backend, source: &Space, target: &Space) {
     let started = Instant::now();
-    mover(backend, source, target).freeze().await.unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    patient_mover(backend, source, target).freeze().await.unwrap();
+    assert!(started.elapsed() < FREEZE_WAIT / 2, "{:?}", started.elapsed());
 }
 
 async fn migrates_through_kine(backend: Backend) {
@@ -522,6 +571,7 @@ async fn migrates_through_kine(backend: Backend) {
     mover.freeze().await.unwrap();
     freeze_promptly(backend, &source, &target).await;
     // The writer's next write sleeps in the freeze: nothing reaches the source any more.
+    backend.until_asleep(&source, 1).await;
     let frozen_rows = backend.rows(&source).await;
     tokio::time::sleep(BLOCKED_FOR).await;
     stop.store(true, Ordering::Relaxed);
@@ -636,11 +686,12 @@ async fn frozen_source_blocks_writes_until_thawed(backend: Backend) {
             kv.txn(txn).await
         })
     };
+    backend.until_asleep(&source, 2).await;
     tokio::time::sleep(BLOCKED_FOR).await;
     // Neither write answers nor is stored; reads answer.
     assert!(!blocked.is_finished() && !update.is_finished());
     assert!(!backend.names(&source).await.contains(BLOCKED));
-    let read = tokio::time::timeout(BLOCKED_FOR, kv.get(key(3), None))
+    let read = tokio::time::timeout(ANSWER, kv.get(key(3), None))
         .await
         .unwrap()
         .unwrap();
@@ -651,7 +702,7 @@ async fn frozen_source_blocks_writes_until_thawed(backend: Backend) {
 
     // The freeze is in the database: no admin session holds it, and a new mover freezes again.
     drop(first);
-    assert_eq!(backend.admin_sessions(&source).await, 0);
+    backend.until_no_admin_session(&source).await;
     freeze_promptly(backend, &source, &target).await;
     assert_eq!(backend.freeze_objects(&source).await, objects);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -772,7 +823,7 @@ async fn blocked_write_dies_with_the_source(backend: Backend) {
             tokio::spawn(async move { create(&mut kv, &format!("{BLOCKED}-{i}"), "in the freeze").await })
         })
         .collect();
-    tokio::time::sleep(BLOCKED_FOR).await;
+    backend.until_asleep(&source, 10).await;
     assert!(blocked.iter().all(|b| !b.is_finished()));
     assert_eq!(mover.finish_step(&mut checkpoint).await.unwrap(), Step::Done);
     assert!(mover.verify().await.unwrap().equal());
@@ -842,7 +893,7 @@ async fn kine_acknowledges_a_create_whose_session_ended_while_reads_work(backend
     let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-hazard").await;
     mover(backend, &source, &target).freeze().await.unwrap();
     let blocked = spawn_create(&client, BLOCKED);
-    tokio::time::sleep(BLOCKED_FOR).await;
+    backend.until_asleep(&source, 1).await;
     assert!(!blocked.is_finished());
     end_sleeping_writes(backend, &source).await;
     let answer = tokio::time::timeout(Duration::from_secs(30), blocked)
@@ -878,7 +929,7 @@ async fn sealed_with_a_create_asleep(
     let mover = mover(backend, source, target);
     mover.freeze().await.unwrap();
     let blocked = spawn_create(client, BLOCKED);
-    tokio::time::sleep(BLOCKED_FOR).await;
+    backend.until_asleep(source, 1).await;
     assert!(!blocked.is_finished());
     mover.seal().await.unwrap();
     mover.seal().await.unwrap();
@@ -1031,14 +1082,15 @@ impl OpenWrite {
 async fn freeze_waits_for(backend: Backend, source: &Space, target: &Space, name: &'static str) {
     let open = OpenWrite::begin(backend, source, name).await;
     let freeze = {
-        let mover = mover(backend, source, target);
+        let mover = patient_mover(backend, source, target);
         tokio::spawn(async move { mover.freeze().await })
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!freeze.is_finished());
     assert!(!backend.names(source).await.contains(name));
     open.commit().await;
-    tokio::time::timeout(Duration::from_secs(5), freeze)
+    // Only ends a hang: a freeze that never sees the commit gives up by itself at FREEZE_WAIT.
+    tokio::time::timeout(FREEZE_WAIT + ANSWER, freeze)
         .await
         .unwrap()
         .unwrap()
@@ -1052,11 +1104,11 @@ async fn freeze_waits_for_writes_in_flight(backend: Backend) {
     let (source, target, _kine, client, _) = small_source(backend, "kine-freeze-barrier").await;
     freeze_waits_for(backend, &source, &target, "/registry/direct/first").await;
     let blocked = spawn_create(&client, BLOCKED);
-    tokio::time::sleep(BLOCKED_FOR).await;
+    backend.until_asleep(&source, 1).await;
     assert!(!blocked.is_finished());
 
     clear_the_flag_only(backend, &source).await;
-    let created = tokio::time::timeout(BLOCKED_FOR, blocked)
+    let created = tokio::time::timeout(ANSWER, blocked)
         .await
         .unwrap()
         .unwrap()
@@ -1064,11 +1116,11 @@ async fn freeze_waits_for_writes_in_flight(backend: Backend) {
     assert!(created.succeeded());
     freeze_waits_for(backend, &source, &target, "/registry/direct/again").await;
     let blocked = spawn_create(&client, "/registry/configmaps/default/blocked-again");
-    tokio::time::sleep(BLOCKED_FOR).await;
+    backend.until_asleep(&source, 1).await;
     assert!(!blocked.is_finished());
 
     mover(backend, &source, &target).thaw().await.unwrap();
-    let created = tokio::time::timeout(BLOCKED_FOR, blocked)
+    let created = tokio::time::timeout(ANSWER, blocked)
         .await
         .unwrap()
         .unwrap()
