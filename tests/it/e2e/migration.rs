@@ -812,7 +812,12 @@ async fn informer_equals_list(store: &reflector::Store<ConfigMap>, tenant: &kube
 /// before the freeze (e.g. while copying) or after the move (on the target) fails the test.
 fn writer_errors_only_while_frozen(writes: &Writes, migration: &MigrationStatus, freeze: Duration) {
     let frozen_at = instant_of(migration.frozen_at.as_deref().expect("status.migration.frozenAt"));
-    let done_at = instant_of(migration.finished_at.as_deref().expect("status.migration.finishedAt"));
+    let done_at = instant_of(
+        migration
+            .finished_at
+            .as_deref()
+            .expect("status.migration.finishedAt"),
+    );
     // Seconds after frozenAt (negative: before it).
     let at = |t: Instant| match t.checked_duration_since(frozen_at) {
         Some(after) => after.as_secs_f64(),
