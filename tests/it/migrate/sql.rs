@@ -852,34 +852,42 @@ async fn mariadb_write_blocked_in_the_freeze_when_the_source_is_removed_is_never
     blocked_write_dies_with_the_source(Backend::MariaDb).await;
 }
 
-/// Ends the sessions sleeping in the freeze, and those only.
+/// Ends the sessions sleeping in the freeze, and those only, at the first look that finds one asleep
+/// (between two sleeps a sleeper briefly is not, for longer on a loaded machine).
 async fn end_sleeping_writes(backend: Backend, space: &Space) {
     let db = &space.creds.database;
     match backend {
         Backend::Postgres => {
-            let ended: Vec<bool> = sqlx::query_scalar(
-                "select pg_terminate_backend(pid) from pg_stat_activity \
-                 where datname = $1 and wait_event = 'PgSleep'",
-            )
-            .bind(db)
-            .fetch_all(&mut pg_admin("postgres").await)
-            .await
-            .unwrap();
+            let ended = support::eventually("a write asleep in the freeze", EVENT, || async {
+                let ended: Vec<bool> = sqlx::query_scalar(
+                    "select pg_terminate_backend(pid) from pg_stat_activity \
+                     where datname = $1 and wait_event = 'PgSleep'",
+                )
+                .bind(db)
+                .fetch_all(&mut pg_admin("postgres").await)
+                .await
+                .unwrap();
+                (!ended.is_empty()).then_some(ended)
+            })
+            .await;
             assert_eq!(ended, [true]);
         }
         Backend::MariaDb => {
-            let mut admin = mysql_admin().await;
-            let ids: Vec<i64> = sqlx::query_scalar(
-                "select cast(id as signed) from information_schema.processlist \
-                 where db = ? and state = 'User sleep'",
-            )
-            .bind(db)
-            .fetch_all(&mut admin)
-            .await
-            .unwrap();
+            let ids = support::eventually("a write asleep in the freeze", EVENT, || async {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "select cast(id as signed) from information_schema.processlist \
+                     where db = ? and state = 'User sleep'",
+                )
+                .bind(db)
+                .fetch_all(&mut mysql_admin().await)
+                .await
+                .unwrap();
+                (!ids.is_empty()).then_some(ids)
+            })
+            .await;
             assert_eq!(ids.len(), 1);
             sqlx::raw_sql(sqlx::AssertSqlSafe(format!("kill connection {}", ids[0])))
-                .execute(&mut admin)
+                .execute(&mut mysql_admin().await)
                 .await
                 .unwrap();
         }
