@@ -12,6 +12,9 @@ use uuid::Uuid;
 use super::{App, spawn_app};
 use crate::support::stage_names as stages;
 
+/// The longest long poll (`waitSeconds=60`): the tests' polls either wait it out or answer well before.
+const LONGEST: Duration = Duration::from_secs(60);
+
 async fn get(app: &App, slug: &str, token: &str, path: &str) -> super::Reply {
     app.call(
         Method::GET,
@@ -20,6 +23,20 @@ async fn get(app: &App, slug: &str, token: &str, path: &str) -> super::Reply {
         None,
     )
     .await
+}
+
+/// How many times the app's database has run the statement that reads one operation
+/// (pg_stat_statements; the caller creates the extension first).
+async fn operation_reads(app: &App) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "select coalesce(sum(calls), 0)::bigint from pg_stat_statements s
+         join pg_database d on d.oid = s.dbid
+         where d.datname = current_database() and s.query not like '%pg_stat_statements%'
+           and s.query like '%from operations where tenant_id = $1 and id = $2%'",
+    )
+    .fetch_one(&app.ctx.db)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -62,37 +79,47 @@ async fn a_create_records_an_open_operation_at_stage_placed_with_its_generation_
 #[tokio::test]
 async fn the_long_poll_answers_at_the_first_change_and_otherwise_after_the_wait() {
     let app = spawn_app().await;
+    sqlx::query("create extension if not exists pg_stat_statements")
+        .execute(&app.ctx.db)
+        .await
+        .unwrap();
     let slug = app.tenant("oppoll").await;
     let member = app.token(&slug, "tenant-member").await;
     let created = app.control_plane(&slug, &member, "prod").await;
     let op_id: Uuid = created["operation"]["id"].as_str().unwrap().parse().unwrap();
     let cp_id: Uuid = created["controlPlane"]["id"].as_str().unwrap().parse().unwrap();
 
-    // Nothing changes: the answer comes after the wait, unchanged.
+    // Nothing changes: the answer comes after its own 1 s wait, not the longest (60 s), unchanged.
     let started = Instant::now();
     let quiet = get(&app, &slug, &member, &format!("operations/{op_id}?waitSeconds=1")).await;
     let waited = started.elapsed();
     assert_eq!(quiet.status, StatusCode::OK, "{}", quiet.text);
     assert!(
-        waited >= Duration::from_secs(1) && waited < Duration::from_secs(3),
+        waited >= Duration::from_secs(1) && waited < LONGEST / 2,
         "{waited:?}"
     );
     assert_eq!(quiet.body, created["operation"]);
 
-    // The worker applies it while a poll waits: the poll answers with the new stage at once.
+    // The worker applies it while a poll waits: the poll answers with the new stage at once. The change
+    // is committed once the poll has read the operation (its statement counted): committed before that
+    // read, it would be the poll's starting point and the poll would wait out its 60 s.
+    let reads = operation_reads(&app).await;
     let poll = async {
         let started = Instant::now();
         let r = get(
             &app,
             &slug,
             &member,
-            &format!("operations/{op_id}?waitSeconds=30"),
+            &format!("operations/{op_id}?waitSeconds=60"),
         )
         .await;
         (r, started.elapsed())
     };
     let change = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        crate::support::eventually("the poll's read of the operation", LONGEST, || async {
+            (operation_reads(&app).await > reads).then_some(())
+        })
+        .await;
         let mut tx = app.ctx.db.begin().await.unwrap();
         store::operations::reach(&mut tx, cp_id, &["create", "update"], 1, "applied")
             .await
@@ -102,8 +129,8 @@ async fn the_long_poll_answers_at_the_first_change_and_otherwise_after_the_wait(
     let ((r, took), ()) = tokio::join!(poll, change);
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert!(
-        took < Duration::from_secs(5),
-        "the poll waited {took:?} after the change"
+        took < LONGEST / 2,
+        "the poll waited {took:?}: the change did not wake it"
     );
     assert_eq!(
         (r.body["state"].as_str(), stages(&r.body)),
@@ -124,7 +151,11 @@ async fn the_long_poll_answers_at_the_first_change_and_otherwise_after_the_wait(
         &format!("operations/{op_id}?waitSeconds=60"),
     )
     .await;
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(
+        started.elapsed() < LONGEST / 2,
+        "a done operation waited {:?}",
+        started.elapsed()
+    );
     assert_eq!(
         (
             done.body["state"].as_str(),
@@ -354,7 +385,22 @@ async fn a_status_event_racing_the_workers_apply_stamps_each_stage_once() {
             .await
             .unwrap()
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Its statement waits for the lock (seen in pg_stat_activity), not only "has not finished yet".
+    crate::support::eventually(
+        "the status write waiting for a lock",
+        Duration::from_secs(60),
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_stat_activity \
+             where datname = current_database() and wait_event_type = 'Lock'",
+            )
+            .fetch_one(&app.ctx.db)
+            .await
+            .unwrap();
+            (waiting > 0).then_some(())
+        },
+    )
+    .await;
     assert!(
         !status.is_finished(),
         "the status write should wait for the worker's row lock"
