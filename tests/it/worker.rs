@@ -28,6 +28,9 @@ use crate::{
     support,
 };
 
+/// The cap of a wait for the worker to handle an event: only one it never handles reaches it.
+const EVENT: Duration = Duration::from_secs(60);
+
 /// Fast settings for tests: short polls and backoff, no resync unless asked.
 fn settings() -> WorkerSettings {
     WorkerSettings {
@@ -448,17 +451,26 @@ async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
     assert_eq!(body["status"]["endpoint"], "10.0.0.8:6443");
 }
 
-/// Returns once the cluster holds TCPs whose operations are not yet committed (a batch in flight),
-/// or after 20 s (the kill then lands wherever it lands, and the round may not count).
-async fn wait_for_a_batch_in_flight(kube: &kube::Client, db: &PgPool, slug: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::time::Instant::now() < deadline {
+/// Holds an exclusive lock on `audit_log` until the returned transaction ends (reads go on): a worker's
+/// batch then applies its first TCP to the cluster and waits at that row's audit insert, uncommitted,
+/// however fast or slow the machine.
+async fn hold_audit_log(db: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut hold = db.begin().await.unwrap();
+    sqlx::query("lock table audit_log in exclusive mode")
+        .execute(&mut *hold)
+        .await
+        .unwrap();
+    hold
+}
+
+/// Waits until the cluster holds TCPs whose operations are not yet committed: a batch in flight (under
+/// [`hold_audit_log`] it stays in flight).
+async fn until_a_batch_in_flight(kube: &kube::Client, db: &PgPool, slug: &str) {
+    support::eventually("a batch in flight", Duration::from_secs(60), || async {
         let applied = tcps(kube, &format!("tp-{slug}")).await.len() as i64;
-        if applied > count_applied(db).await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+        (applied > count_applied(db).await).then_some(())
+    })
+    .await;
 }
 
 fn worker_process(url: &str, log: &std::path::Path) -> ChildProcess {
@@ -490,29 +502,25 @@ async fn worker_survives_sigkill_mid_batch_without_duplicates() {
     let slug = queue_creates(&db, 300).await;
     let log = localenv::scratch_dir("worker-crash").unwrap().join("worker.log");
 
-    // Kill at least twice, and until one kill lands inside a batch (applied to the cluster, not yet
-    // committed): under load a kill may land between batches, so a few more rounds are allowed.
-    let mut mid_batch = 0;
-    for (round, kill_at) in [(1, 40), (2, 80), (3, 120), (4, 160), (5, 200), (6, 240)] {
-        if round > 2 && mid_batch > 0 {
-            break;
-        }
+    // Kill twice, each time inside a batch (applied to the cluster, not yet committed): the batch waits
+    // at its audit insert for a lock the test holds until after the kill.
+    for (round, kill_at) in [(1, 40), (2, 80)] {
         let child = worker_process(&url, &log);
         support::eventually(&format!("{kill_at} applied"), Duration::from_secs(60), || async {
             (count_applied(&db).await >= kill_at).then_some(())
         })
         .await;
-        wait_for_a_batch_in_flight(&kube, &db, &slug).await;
+        let hold = hold_audit_log(&db).await;
+        until_a_batch_in_flight(&kube, &db, &slug).await;
         drop(child); // SIGKILL, with a batch in flight
         let done = count_applied(&db).await;
         let applied = tcps(&kube, &format!("tp-{slug}")).await.len();
         eprintln!("kill {round}: {done} operations applied, {applied} TCPs exist");
         assert!(done < 300, "the worker finished before kill {round}");
-        if applied as i64 > done {
-            mid_batch += 1; // applied to the cluster, not yet committed
-        }
+        assert!(applied as i64 > done, "kill {round} landed between batches");
+        // The killed worker's transaction gets the lock, then finds its client gone and rolls back.
+        hold.rollback().await.unwrap();
     }
-    assert!(mid_batch >= 1, "no kill landed inside a batch");
     let _child = worker_process(&url, &log);
     support::eventually("300 applied", Duration::from_secs(90), || async {
         (count_applied(&db).await == 300).then_some(())
@@ -799,21 +807,14 @@ async fn a_delete_that_cannot_finish_fails_after_the_deadline_with_the_tcps_cond
     .unwrap();
 }
 
-#[tokio::test]
-async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_unready_ones() {
-    support::crds_installed();
-    let kube = support::client().await;
-    let app = spawn_app().await;
-    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
-    let name = support::unique("wk-ds");
-    let pool = store::datastores::insert_pool(&app.ctx.db, &name, "spread", &json!({}))
-        .await
-        .unwrap();
+/// A DataStore `name` in the API's database (in `pool`, if any; ready) and in the cluster (the etcd
+/// sample, no status yet).
+async fn datastore_in_both(app: &App, kube: &kube::Client, pool: Option<Uuid>, name: &str) {
     store::datastores::insert(
         &app.ctx.db,
         &store::datastores::NewDataStore {
-            name: name.clone(),
-            pool_id: Some(pool.id),
+            name: name.to_string(),
+            pool_id: pool,
             driver: "etcd".into(),
             endpoints: vec!["etcd-x:2379".into()],
             secret_refs: json!({}),
@@ -831,18 +832,49 @@ async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_
     ))
     .unwrap();
     let mut ds: tenantplane::k8s::crd::DataStore = serde_yaml::from_str(&sample).unwrap();
-    ds.metadata.name = Some(name.clone());
+    ds.metadata.name = Some(name.to_string());
     let api: Api<tenantplane::k8s::crd::DataStore> = Api::all(kube.clone());
     api.create(&Default::default(), &ds).await.unwrap();
-    let ready = || async {
-        sqlx::query_scalar::<_, bool>("select ready from datastores where name = $1")
-            .bind(&name)
-            .fetch_one(&app.ctx.db)
-            .await
-            .unwrap()
-    };
-    // No status yet: the row keeps its value.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+}
+
+/// `datastores.ready` of `name`.
+async fn row_ready(db: &PgPool, name: &str) -> bool {
+    sqlx::query_scalar::<_, bool>("select ready from datastores where name = $1")
+        .bind(name)
+        .fetch_one(db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_unready_ones() {
+    support::crds_installed();
+    let kube = support::client().await;
+    let app = spawn_app().await;
+    let _worker = start(app.ctx.db.clone(), kube.clone(), settings());
+    let name = support::unique("wk-ds");
+    let pool = store::datastores::insert_pool(&app.ctx.db, &name, "spread", &json!({}))
+        .await
+        .unwrap();
+    datastore_in_both(&app, &kube, Some(pool.id), &name).await;
+    let api: Api<tenantplane::k8s::crd::DataStore> = Api::all(kube.clone());
+    let ready = || row_ready(&app.ctx.db, &name);
+    // No status yet: the row keeps its value. A second DataStore (in no pool), created and marked
+    // unready after it, shows when the worker's watch (one stream, in order) has passed its creation.
+    let marker = format!("{name}-marker");
+    datastore_in_both(&app, &kube, None, &marker).await;
+    api.patch_status(
+        &marker,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"ready": false}})),
+    )
+    .await
+    .unwrap();
+    support::eventually("the marker's row not ready", EVENT, || async {
+        (!row_ready(&app.ctx.db, &marker).await).then_some(())
+    })
+    .await;
+    api.delete(&marker, &Default::default()).await.unwrap();
     assert!(ready().await);
     api.patch_status(
         &name,
@@ -851,7 +883,7 @@ async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_
     )
     .await
     .unwrap();
-    support::eventually("row not ready", Duration::from_secs(10), || async {
+    support::eventually("row not ready", EVENT, || async {
         (!ready().await).then_some(())
     })
     .await;
@@ -878,12 +910,9 @@ async fn datastore_readiness_follows_the_clusters_datastore_and_placement_skips_
     )
     .await
     .unwrap();
-    support::eventually("row ready", Duration::from_secs(10), || async {
-        ready().await.then_some(())
-    })
-    .await;
+    support::eventually("row ready", EVENT, || async { ready().await.then_some(()) }).await;
     api.delete(&name, &Default::default()).await.unwrap();
-    support::eventually("row not ready after delete", Duration::from_secs(10), || async {
+    support::eventually("row not ready after delete", EVENT, || async {
         (!ready().await).then_some(())
     })
     .await;
