@@ -82,47 +82,18 @@ async fn draining_an_etcd_datastore_moves_its_three_control_planes_two_at_a_time
     let children = done["children"].as_array().unwrap();
     assert_eq!(children.len(), 3, "{done:#}");
     // Never three at once, as sampled (a sample can miss a moment, never invent one); two at once is
-    // read from the children's own operations below.
-    assert!(
-        most_children.load(Ordering::SeqCst) <= 2,
-        "children running at once: {}",
-        most_children.load(Ordering::SeqCst)
+    // read from the children's own operations.
+    let at_once = (
+        most_children.load(Ordering::SeqCst),
+        most_tcps.load(Ordering::SeqCst),
     );
     assert!(
-        most_tcps.load(Ordering::SeqCst) <= 2,
-        "TCPs migrating at once: {}",
-        most_tcps.load(Ordering::SeqCst)
+        at_once.0 <= 2 && at_once.1 <= 2,
+        "at once: {} children running, {} TCPs migrating",
+        at_once.0,
+        at_once.1
     );
-    let slug = &stack.tenants[0].slug;
-    let mut spans = Vec::new();
-    for child in children {
-        assert_eq!((&child["from"], &child["to"]), (&json!(a), &json!(b)), "{child}");
-        let op = child["operationId"].as_str().unwrap();
-        let r = stack
-            .app
-            .call(
-                Method::GET,
-                &format!("/api/v1/tenants/{slug}/operations/{op}"),
-                Some(&stack.tenants[0].member),
-                None,
-            )
-            .await;
-        assert_eq!(
-            (&r.body["kind"], &r.body["state"], &r.body["stage"]),
-            (&json!("migrate"), &json!("succeeded"), &json!("done")),
-            "{}",
-            r.text
-        );
-        let at = |field: &str| r.body[field].as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
-        spans.push((at("createdAt"), at("updatedAt")));
-    }
-    // The first pass starts two children: the first two operations were both created before either
-    // ended (database times, so the machine's speed does not matter).
-    spans.sort();
-    assert!(
-        spans[0].0.max(spans[1].0) < spans[0].1.min(spans[1].1),
-        "the first two children did not run at once (created, ended): {spans:?}"
-    );
+    children_moved_two_at_once(&stack, children, &a, &b).await;
     let tcps = Api::<TenantControlPlane>::namespaced(stack.kube.clone(), &stack.tenants[0].namespace);
     for name in NAMES {
         let storage = tcps.get(name).await.unwrap().status.unwrap().storage.unwrap();
@@ -146,6 +117,40 @@ async fn draining_an_etcd_datastore_moves_its_three_control_planes_two_at_a_time
     )
     .await;
     stack.stop().await;
+}
+
+/// Each child of the drain is a succeeded `migrate` from `a` to `b`, and the first pass started two: the
+/// first two operations were both created before either ended (database times, so the machine's speed
+/// does not matter).
+async fn children_moved_two_at_once(stack: &Stack, children: &[Value], a: &str, b: &str) {
+    let slug = &stack.tenants[0].slug;
+    let mut spans = Vec::new();
+    for child in children {
+        assert_eq!((&child["from"], &child["to"]), (&json!(a), &json!(b)), "{child}");
+        let op = child["operationId"].as_str().unwrap();
+        let r = stack
+            .app
+            .call(
+                Method::GET,
+                &format!("/api/v1/tenants/{slug}/operations/{op}"),
+                Some(&stack.tenants[0].member),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (&r.body["kind"], &r.body["state"], &r.body["stage"]),
+            (&json!("migrate"), &json!("succeeded"), &json!("done")),
+            "{}",
+            r.text
+        );
+        let at = |field: &str| r.body[field].as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
+        spans.push((at("createdAt"), at("updatedAt")));
+    }
+    spans.sort();
+    assert!(
+        spans[0].0.max(spans[1].0) < spans[0].1.min(spans[1].1),
+        "the first two children did not run at once (created, ended): {spans:?}"
+    );
 }
 
 /// Samples, every 100 ms until aborted, how many of the drain's children run and how many of the
