@@ -279,11 +279,18 @@ async fn external_tokens_map_claims_to_tenant_and_role() {
     }
 }
 
+/// The cache test's least time between two JWKS fetches (`minRefreshSeconds`): the requests it expects
+/// the cache to answer come well within it on a loaded machine, and it waits it out twice.
+const MIN_REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[tokio::test]
 async fn jwks_is_cached_and_fetched_again_on_an_unknown_kid() {
     let idp = Idp::start().await;
     let k1 = idp.add_es256("k1");
-    let app = app_trusting(&idp).await;
+    let mut config = idp.config();
+    config.min_refresh_seconds = Some(MIN_REFRESH.as_secs());
+    config.validate("https://tenantplane.test").unwrap();
+    let app = spawn_app_configured(None, ExternalIssuers::new(vec![config]).unwrap()).await;
     let slug = app.tenant("ext-cache").await;
 
     for _ in 0..5 {
@@ -294,7 +301,7 @@ async fn jwks_is_cached_and_fetched_again_on_an_unknown_kid() {
 
     // The issuer rotates: a token signed by the new key makes the cache fetch again.
     let k2 = idp.add_es256("k2");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    tokio::time::sleep(MIN_REFRESH + std::time::Duration::from_millis(100)).await;
     let token = sign(&k2, Algorithm::ES256, "k2", &idp.claims(&slug, &["tp-viewers"]));
     assert_eq!(list(&app, &slug, &token).await.0, StatusCode::OK);
     assert_eq!(idp.fetches(), 2);
@@ -319,7 +326,7 @@ async fn jwks_is_cached_and_fetched_again_on_an_unknown_kid() {
         )
     );
     assert_eq!(idp.fetches(), 2);
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    tokio::time::sleep(MIN_REFRESH + std::time::Duration::from_millis(100)).await;
     for _ in 0..3 {
         assert_eq!(list(&app, &slug, &stray).await.0, StatusCode::UNAUTHORIZED);
     }
