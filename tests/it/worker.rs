@@ -332,7 +332,7 @@ async fn worker_status_change_shows_in_the_api_and_a_fresh_ready_finishes_the_cr
     let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
     wait_tcp(&kube, &slug, "prod", |_| true).await;
     // Without a status the phase becomes Provisioning.
-    support::eventually("phase Provisioning", Duration::from_secs(10), || async {
+    support::eventually("phase Provisioning", EVENT, || async {
         let r = app.call(Method::GET, &path, Some(&token), None).await;
         (r.body["phase"] == "Provisioning").then_some(())
     })
@@ -350,7 +350,7 @@ async fn worker_status_change_shows_in_the_api_and_a_fresh_ready_finishes_the_cr
     api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .unwrap();
-    let body = support::eventually("phase Ready", Duration::from_secs(10), || async {
+    let body = support::eventually("phase Ready", EVENT, || async {
         let r = app.call(Method::GET, &path, Some(&token), None).await;
         (r.body["phase"] == "Ready").then_some(r.body)
     })
@@ -381,7 +381,7 @@ async fn worker_status_change_shows_in_the_api_and_a_fresh_ready_finishes_the_cr
     api.patch_status("prod", &PatchParams::default(), &Patch::Merge(&failing))
         .await
         .unwrap();
-    support::eventually("phase NotReady", Duration::from_secs(10), || async {
+    support::eventually("phase NotReady", EVENT, || async {
         let r = app.call(Method::GET, &path, Some(&token), None).await;
         (r.body["phase"] == "NotReady").then_some(())
     })
@@ -415,7 +415,7 @@ async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
     let id: Uuid = created["controlPlane"]["id"].as_str().unwrap().parse().unwrap();
     let first = wait_tcp(&kube, &slug, "prod", |_| true).await;
     let first_uid = first.metadata.uid.clone().unwrap();
-    support::eventually("pinned", Duration::from_secs(10), || async {
+    support::eventually("pinned", EVENT, || async {
         (pinned(&app.ctx.db, id).await.as_deref() == Some(first_uid.as_str())).then_some(())
     })
     .await;
@@ -423,7 +423,7 @@ async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
     // Someone deletes the TCP behind our back: the pin goes with it, and the re-created TCP is accepted.
     let api: Api<TenantControlPlane> = Api::namespaced(kube.clone(), &format!("tp-{slug}"));
     api.delete("prod", &Default::default()).await.unwrap();
-    support::eventually("unpinned", Duration::from_secs(10), || async {
+    support::eventually("unpinned", EVENT, || async {
         pinned(&app.ctx.db, id).await.is_none().then_some(())
     })
     .await;
@@ -443,7 +443,7 @@ async fn worker_pins_the_tcp_it_applied_and_accepts_the_one_it_recreates() {
         .await
         .unwrap();
     let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
-    let body = support::eventually("phase Ready", Duration::from_secs(10), || async {
+    let body = support::eventually("phase Ready", EVENT, || async {
         let r = app.call(Method::GET, &path, Some(&token), None).await;
         (r.body["phase"] == "Ready").then_some(r.body)
     })
@@ -605,7 +605,7 @@ async fn worker_catches_up_after_the_apiserver_was_unreachable() {
         let created = app.control_plane(&slug, &token, &format!("cp-{i}")).await;
         ops.push(created["operation"]["id"].as_str().unwrap().to_string());
     }
-    support::eventually("failed attempts", Duration::from_secs(15), || async {
+    support::eventually("failed attempts", EVENT, || async {
         let retried: i64 = sqlx::query_scalar(
             "select count(*) from outbox where attempts >= 2 and processed_at is null and last_error is not null",
         )
@@ -1010,14 +1010,10 @@ async fn status_then_mark(
             .unwrap();
     }
     let path = format!("/api/v1/tenants/{slug}/control-planes/{id}");
-    support::eventually(
-        &format!("endpoint {endpoint}"),
-        Duration::from_secs(10),
-        || async {
-            let r = app.call(Method::GET, &path, Some(token), None).await;
-            (r.body["status"]["endpoint"] == endpoint).then_some(())
-        },
-    )
+    support::eventually(&format!("endpoint {endpoint}"), EVENT, || async {
+        let r = app.call(Method::GET, &path, Some(token), None).await;
+        (r.body["status"]["endpoint"] == endpoint).then_some(())
+    })
     .await;
 }
 

@@ -132,7 +132,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
         .await
         .unwrap();
     let path = format!("/api/v1/tenants/{victim}/control-planes/{id}");
-    let before = support::eventually("the victim Ready", Duration::from_secs(10), || async {
+    let before = support::eventually("the victim Ready", Duration::from_secs(60), || async {
         let r = app.call(Method::GET, &path, Some(&member), None).await;
         (r.body["phase"] == "Ready").then_some(r.body)
     })
@@ -166,7 +166,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
     }
     // Wait until the worker has handled the decoys' events: refused (for their namespace), or, were it
     // to trust them, written over the victim's status.
-    support::eventually("decoy events handled", Duration::from_secs(10), || async {
+    support::eventually("decoy events handled", Duration::from_secs(60), || async {
         let r = app.call(Method::GET, &path, Some(&member), None).await;
         (rejected(&metrics, "namespace") >= 6 || r.body["status"] != before["status"]).then_some(())
     })
@@ -181,7 +181,7 @@ async fn a_decoy_tcp_with_another_tenants_labels_changes_nothing_for_the_victim(
     // A decoy can never sit in the victim's namespace under the victim's name (that is the victim's
     // TCP); under another name there it is refused for its name.
     decoy(&kube, &victim_ns, "prod-twin", &labels).await;
-    support::eventually("twin refused", Duration::from_secs(10), || async {
+    support::eventually("twin refused", Duration::from_secs(60), || async {
         (rejected(&metrics, "name") >= 1).then_some(())
     })
     .await;
