@@ -8,7 +8,7 @@ use sqlx::Connection as _;
 use tenantplane::store;
 use uuid::Uuid;
 
-use super::{Incoming, Ws, settled, subscribe, ws_next, ws_open, ws_ready, ws_send};
+use super::{Incoming, Ws, subscribe, ws_next, ws_open, ws_ready, ws_send};
 use crate::api::{App, spawn_app, spawn_app_with_graphql, tenant_id};
 
 /// A tenant with a viewer token and one control plane: `(slug, viewer, tenant id, control-plane id)`.
@@ -24,9 +24,6 @@ async fn tenant_with_cp(app: &App, prefix: &str, name: &str) -> (String, String,
     (slug.clone(), viewer, tenant_id(app, &slug).await, cp)
 }
 
-/// Writes (each waited on for 200 ms) before a warm-up gives up: half a minute, for a loaded machine.
-const WARM_UP_WRITES: usize = 150;
-
 /// A separate PostgreSQL connection (not the server's pool), as the worker's would be.
 async fn writer(app: &App) -> sqlx::PgConnection {
     sqlx::PgConnection::connect_with(&app.ctx.db.connect_options())
@@ -41,11 +38,10 @@ fn ready_status(endpoint: &str) -> Value {
 
 /// Writes statuses until the subscription delivers one (the server's LISTEN starts with the first
 /// subscriber), then writes a marker and reads up to it, so that no warm-up event is left over for the
-/// changes the tests measure (events arrive in commit order). [`WARM_UP_WRITES`] only ends a
-/// subscription that never goes live.
+/// changes the tests measure (events arrive in commit order).
 async fn warm_up(ws: &mut Ws, db: &mut sqlx::PgConnection, tenant: Uuid, cp: Uuid) {
     let mut delivered = false;
-    for i in 0..WARM_UP_WRITES {
+    for i in 0..50 {
         store::outbox::write_status(&mut *db, tenant, cp, "Provisioning", &json!({"warmUp": i}))
             .await
             .unwrap();
@@ -76,7 +72,7 @@ async fn warm_up(ws: &mut Ws, db: &mut sqlx::PgConnection, tenant: Uuid, cp: Uui
 }
 
 #[tokio::test]
-async fn a_subscriber_receives_its_tenants_committed_status_change_and_no_other_tenants() {
+async fn a_subscriber_receives_its_tenants_committed_status_change_within_one_second() {
     let app = spawn_app().await;
     let (slug, viewer, tenant, cp) = tenant_with_cp(&app, "gq-sub", "live").await;
     let (_, _, other_tenant, other_cp) = tenant_with_cp(&app, "gq-other", "theirs").await;
@@ -102,13 +98,7 @@ async fn a_subscriber_receives_its_tenants_committed_status_change_and_no_other_
     tx.commit().await.unwrap();
     let committed = Instant::now();
     let event = ws_next(&mut ws, Duration::from_secs(5)).await;
-    // Printed, not asserted: on a loaded machine a wall-clock bound measures the load. The 1 s target
-    // (issue 5) is measured by `benches/graphql_subscription` (BENCHMARKS.md); pushed or not is what the
-    // wait above decides (no poll would deliver it).
-    eprintln!(
-        "a committed change reached the subscriber after {:?}",
-        committed.elapsed()
-    );
+    let latency = committed.elapsed();
     assert_eq!(
         event,
         Incoming::Json(
@@ -118,6 +108,7 @@ async fn a_subscriber_receives_its_tenants_committed_status_change_and_no_other_
             }}}}})
         )
     );
+    assert!(latency < Duration::from_secs(1), "took {latency:?}");
 
     // A write that changes nothing notifies nobody; the next real change arrives.
     store::outbox::write_status(&mut db, tenant, cp, "Ready", &ready_status("10.0.0.1:6443"))
@@ -228,24 +219,9 @@ async fn a_slow_subscriber_is_closed_with_4008_and_others_keep_receiving() {
     subscribe(&mut slow, "1", &slug).await;
     let mut db = writer(&app).await;
     warm_up(&mut slow, &mut db, tenant, cp).await;
-    // Another subscriber that keeps reading: once it has the last change, the server has broadcast all
-    // of them, whatever the machine's speed.
-    let mut reading = ws_ready(&app, &viewer).await;
-    subscribe(&mut reading, "2", &slug).await;
-    warm_up(&mut reading, &mut db, tenant, cp).await;
-    let reader = tokio::spawn(async move {
-        loop {
-            match ws_next(&mut reading, Duration::from_secs(30)).await {
-                Incoming::Json(m) if m.to_string().contains("10.1.0.59:6443") => return,
-                Incoming::Json(_) => {}
-                closed => panic!("the subscriber that reads was closed: {closed:?}"),
-            }
-        }
-    });
 
-    // 60 changes of ~128 KiB each while the slow client reads nothing: 7.5 MiB, more than the socket
-    // buffers hold (4 MiB send buffer at most here), so the server's send blocks and the 8-event buffer
-    // overflows.
+    // 60 changes of ~128 KiB each while the client reads nothing: 7.5 MiB, more than the socket buffers
+    // hold (4 MiB send buffer at most here), so the server's send blocks and the 8-event buffer overflows.
     let big = "x".repeat(128 * 1024);
     let options = app.ctx.db.connect_options();
     let mut producer = sqlx::PgConnection::connect_with(&options).await.unwrap();
@@ -256,14 +232,15 @@ async fn a_slow_subscriber_is_closed_with_4008_and_others_keep_receiving() {
             .await
             .unwrap();
     }
-    // The other subscriber kept up with all 60: the slow one is past its buffer now. It reads: what was
-    // buffered arrives, then the close frame.
-    reader.await.unwrap();
+    // Now read slowly (4 events/s, slower than the server loads and broadcasts them even on a busy
+    // machine): what was buffered arrives, then the close frame.
     let mut received = 0;
     let closed = loop {
         match ws_next(&mut slow, Duration::from_secs(30)).await {
-            Incoming::Json(m) if m.to_string().contains("10.1.0.") => received += 1,
-            Incoming::Json(_) => {}
+            Incoming::Json(_) => {
+                received += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
             Incoming::Closed(code, reason) => break (code, reason),
         }
     };
@@ -279,7 +256,7 @@ async fn a_slow_subscriber_is_closed_with_4008_and_others_keep_receiving() {
 
     // The server is fine: a new subscriber gets the next change.
     let mut fresh = ws_ready(&app, &viewer).await;
-    subscribe(&mut fresh, "3", &slug).await;
+    subscribe(&mut fresh, "2", &slug).await;
     warm_up(&mut fresh, &mut db, tenant, cp).await;
 }
 
@@ -338,7 +315,7 @@ async fn more_than_100_subscriptions_on_one_connection_close_it_with_4400() {
 /// Announces operation `op` of `tenant` without changing it, until the subscription delivers it (the
 /// server's LISTEN starts with the first subscriber); returns the delivered event.
 async fn warm_up_operations(ws: &mut Ws, db: &mut sqlx::PgConnection, tenant: Uuid, op: &str) -> Value {
-    for _ in 0..WARM_UP_WRITES {
+    for _ in 0..50 {
         sqlx::query("select pg_notify('operation_progress', $1)")
             .bind(format!("{tenant}:{op}"))
             .execute(&mut *db)
@@ -413,8 +390,11 @@ async fn operation_events_stream_the_stages_of_the_tenants_operation_and_the_que
     {
         next = ws_next(&mut ws, Duration::from_secs(5)).await;
     }
-    // Pushed: nothing polls, so only the commit's notification delivers it within the waits above.
-    eprintln!("the operation's change arrived after {:?}", committed.elapsed());
+    assert!(
+        committed.elapsed() < Duration::from_secs(5),
+        "not pushed: {:?}",
+        committed.elapsed()
+    );
     assert_eq!(
         next,
         Incoming::Json(
@@ -446,45 +426,67 @@ async fn control_plane_events_say_what_happened_and_a_deletion_is_the_last() {
     let app = spawn_app().await;
     let (slug, viewer, tenant, cp) = tenant_with_cp(&app, "gq-kinds", "short").await;
     let mut ws = ws_ready(&app, &viewer).await;
-    // With `endpoint`: the warm-up's marker is one.
-    let query = "subscription($t: String!) { controlPlaneEvents(tenant: $t) { kind controlPlane { name phase endpoint } } }";
+    let query =
+        "subscription($t: String!) { controlPlaneEvents(tenant: $t) { kind controlPlane { name phase } } }";
     ws_send(
         &mut ws,
         json!({"id": "1", "type": "subscribe", "payload": {"query": query, "variables": {"t": slug}}}),
     )
     .await;
     let mut db = writer(&app).await;
-    // Status writes until one arrives (the LISTEN starts with the first subscriber), read up to a marker:
-    // nothing of the warm-up is left over.
-    warm_up(&mut ws, &mut db, tenant, cp).await;
-    store::outbox::write_status(&mut db, tenant, cp, "NotReady", &json!({"phase": "NotReady"}))
-        .await
-        .unwrap();
-    let Incoming::Json(changed) = ws_next(&mut ws, Duration::from_secs(5)).await else {
-        panic!("expected a status event")
-    };
+    // The first status write may race the subscription's LISTEN: write until one arrives.
+    let mut changed = None;
+    for phase in [
+        "Provisioning",
+        "NotReady",
+        "Provisioning",
+        "NotReady",
+        "Provisioning",
+    ] {
+        store::outbox::write_status(&mut db, tenant, cp, phase, &json!({"phase": phase}))
+            .await
+            .unwrap();
+        if let Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) =
+            tokio::time::timeout(Duration::from_millis(500), futures::StreamExt::next(&mut ws)).await
+        {
+            changed = Some(serde_json::from_str::<Value>(&text).unwrap());
+            break;
+        }
+    }
+    let changed = changed.expect("a status event");
     assert_eq!(
         changed["payload"]["data"]["controlPlaneEvents"]["kind"], "CHANGED",
         "{changed}"
     );
-    // Then it is recorded gone: the next event says so.
+    // Drain what the other writes announced, then record it gone.
+    while tokio::time::timeout(Duration::from_millis(300), futures::StreamExt::next(&mut ws))
+        .await
+        .is_ok()
+    {}
     let mut tx = db.begin().await.unwrap();
     store::outbox::mark_deleted(&mut tx, tenant, cp).await.unwrap();
     tx.commit().await.unwrap();
-    let Incoming::Json(deleted) = ws_next(&mut ws, Duration::from_secs(5)).await else {
-        panic!("expected the deletion")
-    };
-    let event = &deleted["payload"]["data"]["controlPlaneEvents"];
     assert_eq!(
-        (&deleted["id"], &deleted["type"], &event["kind"]),
-        (&json!("1"), &json!("next"), &json!("DELETED")),
-        "{deleted}"
+        ws_next(&mut ws, Duration::from_secs(5)).await,
+        Incoming::Json(
+            json!({"id": "1", "type": "next", "payload": {"data": {"controlPlaneEvents": {
+            "kind": "DELETED", "controlPlane": {"name": "short", "phase": "DELETED"}}}}})
+        )
     );
-    assert_eq!(
-        (&event["controlPlane"]["name"], &event["controlPlane"]["phase"]),
-        (&json!("short"), &json!("DELETED")),
-        "{deleted}"
-    );
+}
+
+/// Sends a `ping` and waits for its `pong` (every message sent before it has been let through or
+/// refused); the types of the messages that came first.
+async fn settled(ws: &mut Ws) -> Vec<String> {
+    ws_send(ws, json!({"type": "ping"})).await;
+    let mut before = Vec::new();
+    loop {
+        match ws_next(ws, Duration::from_secs(10)).await {
+            Incoming::Json(m) if m["type"] == "pong" => return before,
+            Incoming::Json(m) => before.push(m["type"].as_str().unwrap_or_default().to_string()),
+            closed => panic!("closed: {closed:?}"),
+        }
+    }
 }
 
 #[tokio::test]
