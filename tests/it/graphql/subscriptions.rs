@@ -8,7 +8,7 @@ use sqlx::Connection as _;
 use tenantplane::store;
 use uuid::Uuid;
 
-use super::{Incoming, Ws, subscribe, ws_next, ws_open, ws_ready, ws_send};
+use super::{Incoming, Ws, settled, subscribe, ws_next, ws_open, ws_ready, ws_send};
 use crate::api::{App, spawn_app, spawn_app_with_graphql, tenant_id};
 
 /// A tenant with a viewer token and one control plane: `(slug, viewer, tenant id, control-plane id)`.
@@ -473,20 +473,6 @@ async fn control_plane_events_say_what_happened_and_a_deletion_is_the_last() {
             "kind": "DELETED", "controlPlane": {"name": "short", "phase": "DELETED"}}}}})
         )
     );
-}
-
-/// Sends a `ping` and waits for its `pong` (every message sent before it has been let through or
-/// refused); the types of the messages that came first.
-async fn settled(ws: &mut Ws) -> Vec<String> {
-    ws_send(ws, json!({"type": "ping"})).await;
-    let mut before = Vec::new();
-    loop {
-        match ws_next(ws, Duration::from_secs(10)).await {
-            Incoming::Json(m) if m["type"] == "pong" => return before,
-            Incoming::Json(m) => before.push(m["type"].as_str().unwrap_or_default().to_string()),
-            closed => panic!("closed: {closed:?}"),
-        }
-    }
 }
 
 #[tokio::test]
