@@ -180,6 +180,22 @@ impl EtcdDriver {
         self.connect().await
     }
 
+    /// Runs `future`, a few requests to this etcd, within twice the request timeout.
+    pub(crate) async fn within_deadline<T>(
+        &self,
+        operation: &'static str,
+        future: impl Future<Output = Result<T, DatastoreError>>,
+    ) -> Result<T, DatastoreError> {
+        with_timeout(
+            KIND,
+            &self.endpoint_label,
+            operation,
+            self.settings.timeout * 2,
+            future,
+        )
+        .await
+    }
+
     /// The endpoints as `host:port,host:port`, for error messages.
     pub(crate) fn endpoint_label(&self) -> &str {
         &self.endpoint_label
@@ -325,10 +341,12 @@ impl EtcdDriver {
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key.clone(), owner.marker(), None)])
             .or_else([TxnOp::get(key, None)]);
-        let response = client
-            .txn(txn)
-            .await
-            .map_err(|e| self.error("claim the tenant name", e))?;
+        let response = resending_stale_auth(client, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
+        .map_err(|e| self.error("claim the tenant name", e))?;
         if response.succeeded() {
             return Ok(());
         }
@@ -349,10 +367,13 @@ impl EtcdDriver {
         name: &str,
         owner: &Owner,
     ) -> Result<Option<Claim>, DatastoreError> {
-        let response = client
-            .get(marker_key(field, name), None)
-            .await
-            .map_err(|e| self.error("read the ownership marker", e))?;
+        let key = marker_key(field, name);
+        let response = resending_stale_auth(client, |mut c| {
+            let key = key.clone();
+            async move { c.get(key, None).await }
+        })
+        .await
+        .map_err(|e| self.error("read the ownership marker", e))?;
         let Some(kv) = response.kvs().first() else {
             return Ok(None);
         };
@@ -439,9 +460,14 @@ impl EtcdDriver {
             .with_connect_timeout(self.settings.timeout)
             .with_timeout(self.settings.timeout);
         let read = async {
-            let mut client = Client::connect(&self.urls, Some(options)).await?;
+            let client = Client::connect(&self.urls, Some(options)).await?;
             let options = GetOptions::new().with_prefix().with_count_only();
-            client.get(prefix(tenant.schema()), Some(options)).await
+            let key = prefix(tenant.schema());
+            resending_stale_auth(&client, |mut c| {
+                let (key, options) = (key.clone(), options.clone());
+                async move { c.get(key, Some(options)).await }
+            })
+            .await
         };
         match read
             .await
@@ -461,12 +487,18 @@ impl EtcdDriver {
         name: &str,
     ) -> Result<Option<String>, DatastoreError> {
         if field == "user" {
-            let found = ignore(client.user_get(name).await, "etcdserver: user name not found")
-                .map_err(|e| self.error("look up the tenant user", e))?;
+            let found = ignore(
+                resending_stale_auth(client, |mut c| async move { c.user_get(name).await }).await,
+                "etcdserver: user name not found",
+            )
+            .map_err(|e| self.error("look up the tenant user", e))?;
             return Ok(found.then(|| format!("etcd user {name:?}")));
         }
-        let found = ignore(client.role_get(name).await, "etcdserver: role name not found")
-            .map_err(|e| self.error("look up the tenant role", e))?;
+        let found = ignore(
+            resending_stale_auth(client, |mut c| async move { c.role_get(name).await }).await,
+            "etcdserver: role name not found",
+        )
+        .map_err(|e| self.error("look up the tenant role", e))?;
         if found {
             return Ok(Some(format!("etcd role {name:?}")));
         }
@@ -479,10 +511,13 @@ impl EtcdDriver {
     /// Whether any key exists under the schema's prefix.
     async fn has_keys(&self, client: &mut Client, schema: &str) -> Result<bool, DatastoreError> {
         let options = GetOptions::new().with_prefix().with_count_only();
-        let response = client
-            .get(prefix(schema), Some(options))
-            .await
-            .map_err(|e| self.error("count the keys under the tenant prefix", e))?;
+        let key = prefix(schema);
+        let response = resending_stale_auth(client, |mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, Some(options)).await }
+        })
+        .await
+        .map_err(|e| self.error("count the keys under the tenant prefix", e))?;
         Ok(response.count() > 0)
     }
 
@@ -496,14 +531,16 @@ impl EtcdDriver {
         // (etcd serializes auth reads through raft too).
         self.claim_names(&mut client, tenant).await?;
         let user_is_new = ignore(
-            client
-                .user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
-                .await,
+            resending_stale_auth(&client, |mut c| async move {
+                c.user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
+                    .await
+            })
+            .await,
             "etcdserver: user name already exists",
         )
         .map_err(|e| self.error("add the tenant user", e))?;
         let role_is_new = ignore(
-            client.role_add(schema).await,
+            resending_stale_auth(&client, |mut c| async move { c.role_add(schema).await }).await,
             "etcdserver: role name already exists",
         )
         .map_err(|e| self.error("add the tenant role", e))?;
@@ -513,8 +550,7 @@ impl EtcdDriver {
         let current = if role_is_new {
             Vec::new()
         } else {
-            client
-                .role_get(schema)
+            resending_stale_auth(&client, |mut c| async move { c.role_get(schema).await })
                 .await
                 .map_err(|e| self.error("read the tenant role", e))?
                 .permissions()
@@ -527,9 +563,12 @@ impl EtcdDriver {
         for perm in current.iter().filter(|p| !is_wanted(p)) {
             let options = RoleRevokePermissionOptions::new().with_range_end(perm.range_end().to_vec());
             ignore(
-                client
-                    .role_revoke_permission(schema, perm.key().to_vec(), Some(options))
-                    .await,
+                resending_stale_auth(&client, |mut c| {
+                    let options = options.clone();
+                    let key = perm.key().to_vec();
+                    async move { c.role_revoke_permission(schema, key, Some(options)).await }
+                })
+                .await,
                 "etcdserver: permission is not granted to the role",
             )
             .map_err(|e| self.error("revoke a foreign permission of the tenant role", e))?;
@@ -537,18 +576,19 @@ impl EtcdDriver {
         // etcd rebuilds its permission cache for every user on each grant, even an unchanged one, so
         // a tenant that already holds its range is not granted it again.
         if !current.iter().any(is_wanted) {
-            client
-                .role_grant_permission(schema, wanted)
-                .await
-                .map_err(|e| self.error("grant the tenant role its key range", e))?;
+            resending_stale_auth(&client, |mut c| {
+                let wanted = wanted.clone();
+                async move { c.role_grant_permission(schema, wanted).await }
+            })
+            .await
+            .map_err(|e| self.error("grant the tenant role its key range", e))?;
         }
 
         // The user holds exactly one role: `<schema>`.
         let roles = if user_is_new {
             Vec::new()
         } else {
-            client
-                .user_get(user)
+            resending_stale_auth(&client, |mut c| async move { c.user_get(user).await })
                 .await
                 .map_err(|e| self.error("read the tenant user", e))?
                 .roles()
@@ -556,16 +596,21 @@ impl EtcdDriver {
         };
         for role in roles.iter().filter(|r| r.as_str() != schema) {
             ignore(
-                client.user_revoke_role(user, role.as_str()).await,
+                resending_stale_auth(&client, |mut c| async move {
+                    c.user_revoke_role(user, role.as_str()).await
+                })
+                .await,
                 "etcdserver: role is not granted to the user",
             )
             .map_err(|e| self.error("revoke a foreign role of the tenant user", e))?;
         }
         if !roles.iter().any(|r| r.as_str() == schema) {
-            client
-                .user_grant_role(user, schema)
-                .await
-                .map_err(|e| self.error("grant the tenant role to the tenant user", e))?;
+            resending_stale_auth(
+                &client,
+                |mut c| async move { c.user_grant_role(user, schema).await },
+            )
+            .await
+            .map_err(|e| self.error("grant the tenant role to the tenant user", e))?;
         }
 
         let cert = self
@@ -594,8 +639,11 @@ impl EtcdDriver {
         let schema_claim = self.read_claim(&mut client, "schema", schema, owner).await?;
         match &user_claim {
             Some(Claim::Ours) => {
-                ignore(client.user_delete(user).await, "etcdserver: user name not found")
-                    .map_err(|e| self.error("delete the tenant user", e))?;
+                ignore(
+                    resending_stale_auth(&client, |mut c| async move { c.user_delete(user).await }).await,
+                    "etcdserver: user name not found",
+                )
+                .map_err(|e| self.error("delete the tenant user", e))?;
             }
             Some(other) => outcome.note("user", user, other),
             None => {}
@@ -603,14 +651,16 @@ impl EtcdDriver {
         match &schema_claim {
             Some(Claim::Ours) => {
                 ignore(
-                    client.role_delete(schema).await,
+                    resending_stale_auth(&client, |mut c| async move { c.role_delete(schema).await }).await,
                     "etcdserver: role name not found",
                 )
                 .map_err(|e| self.error("delete the tenant role", e))?;
-                client
-                    .delete(prefix(schema), Some(DeleteOptions::new().with_prefix()))
-                    .await
-                    .map_err(|e| self.error("delete the tenant keys", e))?;
+                resending_stale_auth(&client, |mut c| async move {
+                    c.delete(prefix(schema), Some(DeleteOptions::new().with_prefix()))
+                        .await
+                })
+                .await
+                .map_err(|e| self.error("delete the tenant keys", e))?;
             }
             Some(other) => outcome.note("schema", schema, other),
             None => {}
@@ -635,10 +685,12 @@ impl EtcdDriver {
         let txn = Txn::new()
             .when([Compare::value(key.clone(), CompareOp::Equal, owner.marker())])
             .and_then([TxnOp::delete(key, None)]);
-        client
-            .txn(txn)
-            .await
-            .map_err(|e| self.error("delete the ownership marker", e))?;
+        resending_stale_auth(client, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
+        .map_err(|e| self.error("delete the ownership marker", e))?;
         Ok(())
     }
 }
@@ -657,9 +709,8 @@ impl Driver for EtcdDriver {
             "check",
             self.settings.timeout * 2,
             async {
-                let mut client = self.connect().await?;
-                client
-                    .user_list()
+                let client = self.connect().await?;
+                resending_stale_auth(&client, |mut c| async move { c.user_list().await })
                     .await
                     .map_err(|e| self.error("list users (root only)", e))?;
                 Ok(())
@@ -675,7 +726,7 @@ impl Driver for EtcdDriver {
             &self.endpoint_label,
             "provision",
             self.settings.timeout * 4,
-            retrying_stale_auth(|| self.provision_inner(tenant)),
+            self.provision_inner(tenant),
         )
         .await
     }
@@ -719,31 +770,30 @@ impl Driver for EtcdDriver {
             &self.endpoint_label,
             "deprovision",
             self.settings.timeout * 4,
-            retrying_stale_auth(|| self.deprovision_inner(tenant)),
+            self.deprovision_inner(tenant),
         )
         .await
     }
 }
 
 /// What etcd answers a request whose auth revision predates a concurrent auth change (another tenant's
-/// user or role written meanwhile); etcd's own Go client retries such a request.
+/// user or role written between the request's arrival and its apply); nothing of it was applied.
 const STALE_AUTH: &str = "revision of auth store is old";
 
-/// Runs `operation` again while etcd refuses it for a stale auth revision (at most 10 times, 20 ms to
-/// 200 ms apart, with jitter so that concurrent provisionings spread out). Provisioning and
-/// deprovisioning are idempotent, so a repeated step changes nothing it already did.
-pub(crate) async fn retrying_stale_auth<T, F, Fut>(operation: F) -> Result<T, DatastoreError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<T, DatastoreError>>,
-{
-    let mut attempt = 1u64;
+/// Sends `request` on a clone of `client` again while etcd refuses it for a stale auth revision, as etcd's own Go
+/// client does: only the refused request, 5 ms to 100 ms apart with jitter. Not bounded by a count: the
+/// caller's deadline ([`with_timeout`]) bounds it, so concurrent provisionings cannot exhaust it.
+pub(crate) async fn resending_stale_auth<C: Clone, T, F: Future<Output = Result<T, etcd_client::Error>>>(
+    client: &C,
+    mut request: impl FnMut(C) -> F,
+) -> Result<T, etcd_client::Error> {
+    let mut pause = Duration::from_millis(5);
     loop {
-        match operation().await {
-            Err(e) if attempt < 10 && e.to_string().contains(STALE_AUTH) => {
-                let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 20;
-                tokio::time::sleep(Duration::from_millis(20 * attempt + jitter)).await;
-                attempt += 1;
+        match request(client.clone()).await {
+            Err(etcd_client::Error::GRpcStatus(status)) if status.message().contains(STALE_AUTH) => {
+                let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) % 5;
+                tokio::time::sleep(pause + Duration::from_millis(jitter)).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
             }
             result => return result,
         }
@@ -875,6 +925,61 @@ mod tests {
         let err = EtcdDriver::check_names(&TenantSpace::new("root", "t", owner()).unwrap()).unwrap_err();
         assert_eq!(err.reason(), "TenantNameInvalid");
         assert!(EtcdDriver::check_names(&TenantSpace::new("t", "ROOT", owner()).unwrap()).is_err());
+    }
+
+    fn stale_auth() -> etcd_client::Error {
+        etcd_client::Error::GRpcStatus(tonic::Status::invalid_argument(format!(
+            "etcdserver: {STALE_AUTH}"
+        )))
+    }
+
+    /// Sends through a counter standing in for the client: stale auth for the first `stale` sends.
+    async fn send_counted(
+        sent: &std::sync::Arc<std::sync::atomic::AtomicU32>,
+        stale: u32,
+    ) -> Result<u32, etcd_client::Error> {
+        resending_stale_auth(sent, |sent| async move {
+            match sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 {
+                n if n <= stale => Err(stale_auth()),
+                n => Ok(n),
+            }
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_stale_auth_refusal_resends_only_that_request_past_any_count() {
+        let sent = std::sync::Arc::default();
+        assert_eq!(send_counted(&sent, 15).await.unwrap(), 16);
+    }
+
+    #[tokio::test]
+    async fn other_errors_are_not_resent_and_the_deadline_bounds_stale_auth() {
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let err = resending_stale_auth(&sent, |sent| async move {
+            sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err::<(), _>(etcd_client::Error::GRpcStatus(tonic::Status::invalid_argument(
+                "etcdserver: role name already exists",
+            )))
+        })
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        let deadline = Duration::from_millis(300);
+        let forever = send_counted(&sent, u32::MAX);
+        let err = with_timeout(KIND, "etcd:2379", "provision", deadline, async {
+            forever.await.map_err(|e| DatastoreError::Backend {
+                driver: KIND,
+                endpoint: "etcd:2379".into(),
+                operation: "provision",
+                message: e.to_string(),
+            })
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, DatastoreError::Timeout { .. }), "{err}");
     }
 
     #[test]

@@ -83,7 +83,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _, stream};
 use super::{Checkpoint, Mover, Step, Verification};
 use crate::{
     DatastoreError, TenantSpace,
-    etcd::{EtcdDriver, prefix, prefix_end, retrying_stale_auth, role_name},
+    etcd::{EtcdDriver, prefix, prefix_end, resending_stale_auth, role_name},
     k8s::crd,
 };
 
@@ -764,12 +764,14 @@ impl EtcdMover {
     /// Sets the type of the tenant role's permission on its range (READ or READWRITE); nothing when
     /// it already has that type, and nothing to freeze when the role holds no permission there.
     async fn set_permission(&self, wanted: PermissionType) -> Result<(), DatastoreError> {
-        let mut client = self.source.client().await?;
+        let client = self.source.client().await?;
         let end = prefix_end(&self.source_prefix);
-        let role = client
-            .role_get(self.role.as_str())
-            .await
-            .map_err(|e| self.source.map("read the tenant role", e))?;
+        let role = resending_stale_auth(
+            &client,
+            |mut c| async move { c.role_get(self.role.as_str()).await },
+        )
+        .await
+        .map_err(|e| self.source.map("read the tenant role", e))?;
         let current = role
             .permissions()
             .into_iter()
@@ -783,10 +785,13 @@ impl EtcdMover {
             PermissionType::Read => Permission::read(self.source_prefix.clone()),
             _ => Permission::read_write(self.source_prefix.clone()),
         };
-        client
-            .role_grant_permission(self.role.as_str(), permission.with_range_end(end))
-            .await
-            .map_err(|e| self.source.map("change the tenant role's permission", e))?;
+        let permission = permission.with_range_end(end);
+        resending_stale_auth(&client, |mut c| {
+            let permission = permission.clone();
+            async move { c.role_grant_permission(self.role.as_str(), permission).await }
+        })
+        .await
+        .map_err(|e| self.source.map("change the tenant role's permission", e))?;
         Ok(())
     }
 
@@ -1010,11 +1015,15 @@ impl Mover for EtcdMover {
     }
 
     async fn freeze(&self) -> Result<(), DatastoreError> {
-        retrying_stale_auth(|| self.set_permission(PermissionType::Read)).await
+        self.source
+            .within_deadline("freeze the source", self.set_permission(PermissionType::Read))
+            .await
     }
 
     async fn thaw(&self) -> Result<(), DatastoreError> {
-        retrying_stale_auth(|| self.set_permission(PermissionType::Readwrite)).await
+        self.source
+            .within_deadline("thaw the source", self.set_permission(PermissionType::Readwrite))
+            .await
     }
 
     async fn finish_step(&self, checkpoint: &mut Checkpoint) -> Result<Step, DatastoreError> {
