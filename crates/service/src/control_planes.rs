@@ -140,9 +140,10 @@ pub struct PendingCreate {
     placement: super::placement::Pending,
 }
 
-/// [`create`] up to its answer, without the DataStore reservation: the caller makes [`reserve_created`]
-/// the transaction's last statement before its commit, so that the chosen DataStores' rows (every
-/// create of a pool updates their load) stay locked only for that statement and the commit.
+/// [`create`] up to its answer, without the quota admission and the DataStore reservation: the caller
+/// makes [`reserve_created`] the transaction's last statements before its commit, so that the tenant's
+/// quota lock (every create of the tenant takes it) and the chosen DataStores' rows (every create of a
+/// pool updates their load) stay locked only for those statements and the commit.
 pub async fn create_unreserved(
     ctx: &Ctx,
     tx: &mut PgConnection,
@@ -153,7 +154,6 @@ pub async fn create_unreserved(
 ) -> Result<(Accepted, PendingCreate)> {
     let tenant = super::tenant_in(&mut *tx, who, slug, Role::TenantMember).await?;
     validate_create(ctx, who, &input)?;
-    super::quotas::admit_control_plane(ctx, tx, tenant.id).await?;
     let new = NewControlPlane {
         name: input.name.clone(),
         kubernetes_version: input.kubernetes_version.clone(),
@@ -200,14 +200,16 @@ pub async fn create_unreserved(
     Ok((accepted, PendingCreate { row, op, placement }))
 }
 
-/// Reserves the DataStores of a [`create_unreserved`]: `None` when its answer stands, `Some` with the
-/// answer to give instead when a chosen DataStore filled up meanwhile and the create was placed again.
+/// Admits a [`create_unreserved`] under the tenant's quota and reserves its DataStores: `None` when its
+/// answer stands, `Some` with the answer to give instead when a chosen DataStore filled up meanwhile and
+/// the create was placed again.
 pub async fn reserve_created(
     ctx: &Ctx,
     tx: &mut PgConnection,
     who: &Principal,
     pending: PendingCreate,
 ) -> Result<Option<Accepted>> {
+    super::quotas::admit_inserted_control_plane(ctx, tx, pending.row.tenant_id).await?;
     let changed = super::placement::reserve(ctx, tx, pending.placement).await?;
     Ok(changed.map(|decision| accepted_with(who, pending.row, pending.op, &decision)))
 }

@@ -16,15 +16,18 @@ use tenantplane_store as store;
 /// The largest quota a platform admin may set.
 pub const MAX_QUOTA: i64 = 100_000;
 
-/// Fails with `QuotaExceeded("controlPlanes")` unless the tenant may have one more control plane; holds
-/// the tenant's quota lock until `tx` ends.
-pub async fn admit_control_plane(ctx: &Ctx, tx: &mut PgConnection, tenant: Uuid) -> Result<()> {
+/// Fails with `QuotaExceeded("controlPlanes")` when the control plane `tx` has just inserted takes the
+/// tenant beyond its quota; holds the tenant's quota lock until `tx` ends, so the caller takes it as late
+/// as it can (every create of the tenant waits for it).
+pub async fn admit_inserted_control_plane(ctx: &Ctx, tx: &mut PgConnection, tenant: Uuid) -> Result<()> {
     let own = locked_live(tx, tenant).await?;
+    // Counted after the lock, in a statement of its own: it sees every create committed before the
+    // lock was granted, and this one.
     let (used, _) = store::quotas::used(&mut *tx, tenant).await?;
     let limit = own
         .control_planes
         .map_or(ctx.limits.default_quota_control_planes, i64::from);
-    if used >= limit {
+    if used > limit {
         return Err(ServiceError::QuotaExceeded("controlPlanes", limit));
     }
     Ok(())
