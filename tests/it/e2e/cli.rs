@@ -111,14 +111,17 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// `kubectl get --raw /version` through `context` of `kubeconfig`, with `env` for its credential plugin
-/// (`tenantplane credential` reads the login config under `HOME`, or `TENANTPLANE_TOKEN`), again while
-/// the tenant apiserver does not answer yet (see `super::connected`); returns its gitVersion.
+/// `kubectl get --raw /version` through `context` of `kubeconfig`, with only `PATH` and `env` for its
+/// credential plugin (`tenantplane credential` reads the login config under `HOME`, or
+/// `TENANTPLANE_TOKEN`; an outside `XDG_CONFIG_HOME` would move the config), again while the tenant
+/// apiserver does not answer yet (see `super::connected`); returns its gitVersion.
 async fn kubectl_version(kubeconfig: &Path, context: &str, env: &[(&str, &str)]) -> String {
     let kubectl = tenantplane::runtime::assets::binary("kubectl").unwrap_or_else(|_| "kubectl".into());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = Command::new(&kubectl)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
             .envs(env.iter().copied())
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -317,7 +320,12 @@ async fn the_cli_creates_control_planes_of_two_tenants_and_kubectl_reaches_both_
     // in the environment.
     let home = cli.home.display().to_string();
     let first = [("HOME", home.as_str())];
-    for (context, env) in contexts.iter().zip([&first[..], &other[..]]) {
+    let empty_home = tenantplane::runtime::scratch_dir("cli-no-login")
+        .unwrap()
+        .display()
+        .to_string();
+    let second = [other[0], other[1], ("HOME", empty_home.as_str())];
+    for (context, env) in contexts.iter().zip([&first[..], &second[..]]) {
         assert_eq!(kubectl_version(&cli.kubeconfig(), context, env).await, VERSION);
     }
 
