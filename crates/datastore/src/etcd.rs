@@ -331,7 +331,7 @@ impl EtcdDriver {
     /// another owner wins, and this one is refused.
     async fn claim(
         &self,
-        client: &mut Client,
+        client: &Client,
         field: &'static str,
         name: &str,
         owner: &Owner,
@@ -362,7 +362,7 @@ impl EtcdDriver {
     /// The owner recorded for `field` `name`, as a [`Claim`] of `owner`; `None` when unclaimed.
     async fn read_claim(
         &self,
-        client: &mut Client,
+        client: &Client,
         field: &'static str,
         name: &str,
         owner: &Owner,
@@ -401,7 +401,7 @@ impl EtcdDriver {
     /// Claims the schema and the user for the tenant's owner. A name nobody claimed yet must not exist
     /// (no role and no keys for the schema, no etcd user for the user): an unmarked existing one is never
     /// adopted. The check comes before the claim, so a claim always means "checked".
-    async fn claim_names(&self, client: &mut Client, tenant: &TenantSpace) -> Result<(), DatastoreError> {
+    async fn claim_names(&self, client: &Client, tenant: &TenantSpace) -> Result<(), DatastoreError> {
         let (schema, user, owner) = (tenant.schema(), tenant.user(), tenant.owner());
         let names = [("schema", schema), ("user", user)];
         for (field, name) in names {
@@ -430,9 +430,9 @@ impl EtcdDriver {
     /// Refuses `tenant` unless both of its names carry this owner's marker: a space a migration reads,
     /// freezes or thaws must be the owner's own, whatever status names it.
     async fn check_owned_inner(&self, tenant: &TenantSpace) -> Result<(), DatastoreError> {
-        let mut client = self.connect().await?;
+        let client = self.connect().await?;
         for (field, name) in [("schema", tenant.schema()), ("user", tenant.user())] {
-            self.read_claim(&mut client, field, name, tenant.owner())
+            self.read_claim(&client, field, name, tenant.owner())
                 .await?
                 .ok_or_else(|| crate::missing(KIND, &self.endpoint_label, field, name))?
                 .accept(KIND, &self.endpoint_label, (field, field), name)?;
@@ -482,7 +482,7 @@ impl EtcdDriver {
     /// What already exists under an unclaimed name: the etcd role or keys of a schema, the etcd user.
     async fn unmarked_existing(
         &self,
-        client: &mut Client,
+        client: &Client,
         field: &'static str,
         name: &str,
     ) -> Result<Option<String>, DatastoreError> {
@@ -509,7 +509,7 @@ impl EtcdDriver {
     }
 
     /// Whether any key exists under the schema's prefix.
-    async fn has_keys(&self, client: &mut Client, schema: &str) -> Result<bool, DatastoreError> {
+    async fn has_keys(&self, client: &Client, schema: &str) -> Result<bool, DatastoreError> {
         let options = GetOptions::new().with_prefix().with_count_only();
         let key = prefix(schema);
         let response = resending_stale_auth(client, |mut c| {
@@ -525,11 +525,11 @@ impl EtcdDriver {
         let (schema, user) = (tenant.schema(), tenant.user());
         let prefix = prefix(schema);
         let end = prefix_end(prefix.as_bytes());
-        let mut client = self.connect().await?;
+        let client = self.connect().await?;
 
         // A user or role this call created holds nothing yet, so only existing ones are read back
         // (etcd serializes auth reads through raft too).
-        self.claim_names(&mut client, tenant).await?;
+        self.claim_names(&client, tenant).await?;
         let user_is_new = ignore(
             resending_stale_auth(&client, |mut c| async move {
                 c.user_add(user, "", Some(UserAddOptions::new().with_no_pwd()))
@@ -633,10 +633,10 @@ impl EtcdDriver {
     /// is), then the markers: access goes first, so a running apiserver cannot write keys back.
     async fn deprovision_inner(&self, tenant: &TenantSpace) -> Result<Deprovisioned, DatastoreError> {
         let (schema, user, owner) = (tenant.schema(), tenant.user(), tenant.owner());
-        let mut client = self.connect().await?;
+        let client = self.connect().await?;
         let mut outcome = Deprovisioned::default();
-        let user_claim = self.read_claim(&mut client, "user", user, owner).await?;
-        let schema_claim = self.read_claim(&mut client, "schema", schema, owner).await?;
+        let user_claim = self.read_claim(&client, "user", user, owner).await?;
+        let schema_claim = self.read_claim(&client, "schema", schema, owner).await?;
         match &user_claim {
             Some(Claim::Ours) => {
                 ignore(
@@ -667,7 +667,7 @@ impl EtcdDriver {
         }
         for (field, name, claim) in [("user", user, &user_claim), ("schema", schema, &schema_claim)] {
             if claim == &Some(Claim::Ours) {
-                self.drop_marker(&mut client, field, name, owner).await?;
+                self.drop_marker(&client, field, name, owner).await?;
             }
         }
         Ok(outcome)
@@ -676,7 +676,7 @@ impl EtcdDriver {
     /// Deletes the owner's marker of `field` `name` (only while it is the owner's).
     async fn drop_marker(
         &self,
-        client: &mut Client,
+        client: &Client,
         field: &'static str,
         name: &str,
         owner: &Owner,
